@@ -1,0 +1,213 @@
+package bus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+)
+
+// Handler processes one message. Returning nil acks it; an error marked
+// Permanent dead-letters it; any other error redelivers it after a delay,
+// until MaxDeliver is reached, when it is dead-lettered with that error.
+type Handler func(ctx context.Context, msg jetstream.Msg) error
+
+// ConsumerSpec describes a shared durable pull consumer and how to run it.
+type ConsumerSpec struct {
+	Stream         string
+	Durable        string
+	FilterSubjects []string
+	// Concurrency caps how many messages this process handles at once.
+	Concurrency int
+	MaxDeliver  int
+	AckWait     time.Duration
+	// RetryDelays are the nak delays by delivery count (the last repeats).
+	RetryDelays []time.Duration
+	// DeliverNew starts a new consumer at the end of the stream.
+	DeliverNew bool
+}
+
+func (s *ConsumerSpec) defaults() {
+	if s.Concurrency <= 0 {
+		s.Concurrency = 16
+	}
+	if s.MaxDeliver <= 0 {
+		s.MaxDeliver = 5
+	}
+	if s.AckWait <= 0 {
+		s.AckWait = 30 * time.Second
+	}
+	if len(s.RetryDelays) == 0 {
+		s.RetryDelays = []time.Duration{100 * time.Millisecond, 500 * time.Millisecond, 2 * time.Second, 5 * time.Second}
+	}
+}
+
+func (s ConsumerSpec) config() jetstream.ConsumerConfig {
+	cfg := jetstream.ConsumerConfig{
+		Durable:       s.Durable,
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       s.AckWait,
+		MaxDeliver:    s.MaxDeliver,
+		MaxAckPending: 4096,
+	}
+	if len(s.FilterSubjects) == 1 {
+		cfg.FilterSubject = s.FilterSubjects[0]
+	} else {
+		cfg.FilterSubjects = s.FilterSubjects
+	}
+	if s.DeliverNew {
+		cfg.DeliverPolicy = jetstream.DeliverNewPolicy
+	}
+	return cfg
+}
+
+// Worker runs a Handler over a consumer until stopped.
+type Worker struct {
+	spec    ConsumerSpec
+	js      jetstream.JetStream
+	handler Handler
+	log     zerolog.Logger
+	iter    jetstream.MessagesContext
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	once    sync.Once
+}
+
+// StartWorker creates (or binds to) the durable consumer and starts handling
+// messages. Stop it with Stop, which waits for in-flight handlers.
+func StartWorker(ctx context.Context, js jetstream.JetStream, spec ConsumerSpec, h Handler, log zerolog.Logger) (*Worker, error) {
+	spec.defaults()
+	cons, err := js.CreateOrUpdateConsumer(ctx, spec.Stream, spec.config())
+	if err != nil {
+		return nil, fmt.Errorf("consumer %s on %s: %w", spec.Durable, spec.Stream, err)
+	}
+	iter, err := cons.Messages(jetstream.PullMaxMessages(spec.Concurrency))
+	if err != nil {
+		return nil, fmt.Errorf("consume %s: %w", spec.Durable, err)
+	}
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	w := &Worker{spec: spec, js: js, handler: h, iter: iter, cancel: cancel,
+		log: log.With().Str("stream", spec.Stream).Str("consumer", spec.Durable).Logger()}
+	w.wg.Add(1)
+	go w.run(runCtx)
+	return w, nil
+}
+
+func (w *Worker) run(ctx context.Context) {
+	defer w.wg.Done()
+	sem := make(chan struct{}, w.spec.Concurrency)
+	for {
+		msg, err := w.iter.Next()
+		if err != nil {
+			if errors.Is(err, jetstream.ErrMsgIteratorClosed) {
+				return
+			}
+			w.log.Warn().Err(err).Msg("fetching messages failed; retrying")
+			continue
+		}
+		sem <- struct{}{}
+		w.wg.Add(1)
+		go func() {
+			defer func() { <-sem; w.wg.Done() }()
+			w.handle(ctx, msg)
+		}()
+	}
+}
+
+func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
+	stop := w.keepAlive(msg)
+	err := w.call(ctx, msg)
+	stop()
+	if err == nil {
+		if ackErr := msg.DoubleAck(ctx); ackErr != nil {
+			w.log.Warn().Err(ackErr).Str("subject", msg.Subject()).Msg("ack failed; message will be redelivered")
+		}
+		return
+	}
+	meta, _ := msg.Metadata()
+	delivered := uint64(1)
+	if meta != nil {
+		delivered = meta.NumDelivered
+	}
+	if IsPermanent(err) || delivered >= uint64(w.spec.MaxDeliver) {
+		reason := err.Error()
+		if !IsPermanent(err) {
+			reason = fmt.Sprintf("failed %d deliveries: %s", delivered, reason)
+		}
+		w.log.Warn().Err(err).Str("subject", msg.Subject()).Uint64("deliveries", delivered).Msg("message dead-lettered")
+		if dlErr := DeadLetter(ctx, w.js, msg, reason); dlErr != nil {
+			w.log.Error().Err(dlErr).Msg("dead-lettering failed; message will be redelivered")
+			_ = msg.NakWithDelay(w.delay(delivered))
+		}
+		return
+	}
+	w.log.Debug().Err(err).Str("subject", msg.Subject()).Uint64("deliveries", delivered).Msg("handler failed; will retry")
+	_ = msg.NakWithDelay(w.delay(delivered))
+}
+
+// call runs the handler, turning a panic into an error so one bad message
+// cannot take the service down.
+func (w *Worker) call(ctx context.Context, msg jetstream.Msg) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			w.log.Error().Interface("panic", r).Str("stack", string(debug.Stack())).Msg("handler panicked")
+			err = fmt.Errorf("handler panicked: %v", r)
+		}
+	}()
+	return w.handler(ctx, msg)
+}
+
+// keepAlive tells the server the message is still being worked on, so a long
+// handler is not redelivered to another process while it runs.
+func (w *Worker) keepAlive(msg jetstream.Msg) (stop func()) {
+	done := make(chan struct{})
+	go func() {
+		t := time.NewTicker(w.spec.AckWait / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				_ = msg.InProgress()
+			}
+		}
+	}()
+	return func() { close(done) }
+}
+
+func (w *Worker) delay(delivered uint64) time.Duration {
+	i := int(delivered) - 1
+	if i >= len(w.spec.RetryDelays) {
+		i = len(w.spec.RetryDelays) - 1
+	}
+	if i < 0 {
+		i = 0
+	}
+	return w.spec.RetryDelays[i]
+}
+
+// Stop stops fetching, then waits for in-flight handlers until ctx ends, after
+// which their contexts are cancelled (their messages will be redelivered).
+func (w *Worker) Stop(ctx context.Context) error {
+	if w == nil {
+		return nil
+	}
+	w.once.Do(func() { w.iter.Drain() })
+	done := make(chan struct{})
+	go func() { w.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		w.cancel()
+		return nil
+	case <-ctx.Done():
+		w.cancel()
+		<-done
+		return ctx.Err()
+	}
+}

@@ -1,0 +1,123 @@
+package bus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Stream names.
+const (
+	StreamTasks           = "TASKS"
+	StreamSessions        = "SESSIONS"
+	StreamEvents          = "EVENTS"
+	StreamControl         = "CONTROL"
+	StreamLLMRequests     = "LLM_REQUESTS"
+	StreamLLMResponses    = "LLM_RESPONSES"
+	StreamToolCalls       = "TOOL_CALLS"
+	StreamToolResults     = "TOOL_RESULTS"
+	StreamCompress        = "COMPRESS"
+	StreamCompressResults = "COMPRESS_RESULTS"
+	StreamUsage           = "USAGE"
+	StreamToolEvents      = "TOOL_EVENTS"
+	StreamDLQ             = "DLQ"
+)
+
+// KV buckets.
+const (
+	BucketSessions = "herald_sessions"
+	BucketMemory   = "herald_memory"
+	BucketSpend    = "herald_spend"
+)
+
+// DedupWindow is how long a repeated Nats-Msg-Id is recognised. Effects are
+// also made idempotent by their consumers, so this only has to cover retries.
+const DedupWindow = 10 * time.Minute
+
+// Limits that keep every stream bounded.
+const (
+	day               = 24 * time.Hour
+	UsageStreamBytes  = 1 << 30
+	defaultMaxMsgSize = 8 << 20
+)
+
+// Streams returns every stream Herald uses. Storage is file-backed so that a
+// restart of the server loses nothing; replicas come from the caller.
+func Streams(replicas int) []jetstream.StreamConfig {
+	if replicas < 1 {
+		replicas = 1
+	}
+	s := func(name string, subjects []string, ret jetstream.RetentionPolicy, maxAge time.Duration) jetstream.StreamConfig {
+		return jetstream.StreamConfig{
+			Name: name, Subjects: subjects, Retention: ret, MaxAge: maxAge,
+			Storage: jetstream.FileStorage, Replicas: replicas, Duplicates: DedupWindow,
+			MaxMsgSize: defaultMaxMsgSize, Discard: jetstream.DiscardOld,
+		}
+	}
+	usage := s(StreamUsage, []string{"herald.usage.>"}, jetstream.WorkQueuePolicy, 0)
+	usage.MaxBytes, usage.Discard = UsageStreamBytes, jetstream.DiscardNew
+	toolEvents := s(StreamToolEvents, []string{"herald.toolevents.>"}, jetstream.WorkQueuePolicy, 0)
+	toolEvents.MaxBytes, toolEvents.Discard = UsageStreamBytes, jetstream.DiscardNew
+	return []jetstream.StreamConfig{
+		s(StreamTasks, []string{TasksSubject}, jetstream.WorkQueuePolicy, 0),
+		s(StreamSessions, []string{"herald.session.*.log", "herald.session.*.result"}, jetstream.LimitsPolicy, 0),
+		s(StreamEvents, []string{"herald.session.*.events"}, jetstream.LimitsPolicy, day),
+		s(StreamControl, []string{"herald.session.*.interrupt", "herald.session.*.input"}, jetstream.LimitsPolicy, day),
+		s(StreamLLMRequests, []string{"herald.llm.request.>"}, jetstream.WorkQueuePolicy, 0),
+		s(StreamLLMResponses, []string{"herald.llm.response.>"}, jetstream.LimitsPolicy, 7*day),
+		s(StreamToolCalls, []string{"herald.tool.call.>", "herald.memory.call.>"}, jetstream.WorkQueuePolicy, 0),
+		s(StreamToolResults, []string{"herald.tool.result.>"}, jetstream.LimitsPolicy, 30*day),
+		s(StreamCompress, []string{"herald.compress.request.>"}, jetstream.WorkQueuePolicy, 0),
+		s(StreamCompressResults, []string{"herald.compress.result.>"}, jetstream.LimitsPolicy, 7*day),
+		usage,
+		toolEvents,
+		s(StreamDLQ, []string{dlqPrefix + ">"}, jetstream.LimitsPolicy, 0),
+	}
+}
+
+// Buckets returns every KV bucket Herald uses.
+func Buckets(replicas int) []jetstream.KeyValueConfig {
+	if replicas < 1 {
+		replicas = 1
+	}
+	return []jetstream.KeyValueConfig{
+		{Bucket: BucketSessions, History: 1, Storage: jetstream.FileStorage, Replicas: replicas},
+		{Bucket: BucketMemory, History: 5, Storage: jetstream.FileStorage, Replicas: replicas},
+		{Bucket: BucketSpend, History: 1, Storage: jetstream.FileStorage, Replicas: replicas},
+	}
+}
+
+// Ensure creates or updates every stream and bucket. It is idempotent and safe
+// to run from every process at start-up.
+func Ensure(ctx context.Context, js jetstream.JetStream, replicas int) error {
+	for _, cfg := range Streams(replicas) {
+		if _, err := js.CreateOrUpdateStream(ctx, cfg); err != nil {
+			return fmt.Errorf("declare stream %s: %w", cfg.Name, err)
+		}
+	}
+	for _, cfg := range Buckets(replicas) {
+		if _, err := js.CreateOrUpdateKeyValue(ctx, cfg); err != nil {
+			return fmt.Errorf("declare bucket %s: %w", cfg.Bucket, err)
+		}
+	}
+	return nil
+}
+
+// WaitReady retries Ensure until JetStream answers or ctx ends; a freshly
+// started or restarted server may need a moment before it serves API calls.
+func WaitReady(ctx context.Context, js jetstream.JetStream, replicas int) error {
+	var err error
+	for {
+		if err = Ensure(ctx, js, replicas); err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return errors.Join(err, ctx.Err())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}

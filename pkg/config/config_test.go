@@ -1,0 +1,60 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestLoadLayersFileEnvAndKeepsKeysOutOfYAML(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "herald.yaml")
+	require.NoError(t, os.WriteFile(path, []byte(`
+model:
+  default: claude-sonnet-4
+  provider: anthropic
+agent:
+  max_turns: 12
+fallback_providers:
+  - {provider: openai, model: gpt-4o, api_key_env: FB_KEY}
+pricing:
+  my-model: {input: 1, output: 2}
+`), 0o644))
+	cfg := Default()
+	require.NoError(t, cfg.readFile(path, true))
+	env := map[string]string{"ANTHROPIC_API_KEY": "sk-ant", "FB_KEY": "sk-fb", "HERALD_MODEL": "claude-haiku-4"}
+	cfg.applyEnv(func(k string) string { return env[k] })
+	require.NoError(t, cfg.Validate())
+	require.Equal(t, "claude-haiku-4", cfg.Primary.Model, "environment overrides the file")
+	require.Equal(t, "anthropic", cfg.Primary.Provider)
+	require.Equal(t, "sk-ant", cfg.Primary.APIKey)
+	require.Equal(t, "sk-fb", cfg.FallbackProviders[0].APIKey)
+	require.Equal(t, 12, cfg.Agent.MaxTurns)
+	require.Equal(t, 20, cfg.Compression.ProtectLastN, "defaults survive a partial file")
+	require.Equal(t, 2.0, cfg.Pricing["my-model"].Output)
+}
+
+func TestModelAsPlainString(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "herald.yaml")
+	require.NoError(t, os.WriteFile(path, []byte("model: gpt-4.1\n"), 0o644))
+	cfg := Default()
+	require.NoError(t, cfg.readFile(path, true))
+	require.Equal(t, "gpt-4.1", cfg.Primary.Model)
+}
+
+func TestValidateNamesTheBadSetting(t *testing.T) {
+	cfg := Default()
+	cfg.Approvals.Mode = "sometimes"
+	cfg.Compression.Threshold = 2
+	err := cfg.Validate()
+	require.ErrorContains(t, err, "approvals.mode")
+	require.ErrorContains(t, err, "compression.threshold")
+}
+
+func TestMissingExplicitFileIsAnError(t *testing.T) {
+	cfg := Default()
+	require.Error(t, cfg.readFile(filepath.Join(t.TempDir(), "nope.yaml"), true))
+	require.NoError(t, cfg.readFile(filepath.Join(t.TempDir(), "nope.yaml"), false))
+}

@@ -1,0 +1,232 @@
+package scripted
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Message is a chat message as the server received it.
+type Message struct {
+	Role       string     `json:"role"`
+	Content    any        `json:"content"`
+	ToolCalls  []WireCall `json:"tool_calls,omitempty"`
+	ToolCallID string     `json:"tool_call_id,omitempty"`
+	Name       string     `json:"name,omitempty"`
+	Reasoning  string     `json:"reasoning_content,omitempty"`
+}
+
+// Text returns the message content as plain text (string or content parts).
+func (m Message) Text() string {
+	switch c := m.Content.(type) {
+	case string:
+		return c
+	case []any:
+		var b strings.Builder
+		for _, p := range c {
+			if part, ok := p.(map[string]any); ok {
+				if s, ok := part["text"].(string); ok {
+					b.WriteString(s)
+				}
+			}
+		}
+		return b.String()
+	}
+	return ""
+}
+
+// WireCall is a tool call in OpenAI wire form.
+type WireCall struct {
+	ID       string `json:"id"`
+	Type     string `json:"type"`
+	Function struct {
+		Name      string `json:"name"`
+		Arguments string `json:"arguments"`
+	} `json:"function"`
+}
+
+// Request is one request the server received.
+type Request struct {
+	Path     string
+	Header   http.Header
+	Model    string            `json:"model"`
+	Messages []Message         `json:"messages"`
+	Tools    []json.RawMessage `json:"tools"`
+	Stream   bool              `json:"stream"`
+	Raw      []byte            `json:"-"`
+}
+
+// AssistantCount is how many assistant messages the history holds.
+func (r *Request) AssistantCount() int {
+	n := 0
+	for _, m := range r.Messages {
+		if m.Role == "assistant" {
+			n++
+		}
+	}
+	return n
+}
+
+// FirstUser is the first user message's text: the conversation's key.
+func (r *Request) FirstUser() string {
+	for _, m := range r.Messages {
+		if m.Role == "user" {
+			return m.Text()
+		}
+	}
+	return ""
+}
+
+// LastMessage returns the last message of the history.
+func (r *Request) LastMessage() Message {
+	if len(r.Messages) == 0 {
+		return Message{}
+	}
+	return r.Messages[len(r.Messages)-1]
+}
+
+// Call is a tool call a Reply asks for.
+type Call struct {
+	ID   string
+	Name string
+	Args string
+}
+
+// Usage overrides the token counts the server reports.
+type Usage struct {
+	PromptTokens     int64
+	CompletionTokens int64
+	CachedTokens     int64
+	ReasoningTokens  int64
+}
+
+// Reply is what the server answers to one request.
+type Reply struct {
+	Content      string
+	Reasoning    string
+	ToolCalls    []Call
+	FinishReason string // default: tool_calls when there are calls, else stop
+	Usage        *Usage // default: estimated from the request and reply sizes
+	// Status, when not 0 or 200, answers with this HTTP status and Body.
+	Status int
+	Body   string
+	Header map[string]string
+	// Raw replaces the whole response body (e.g. invalid JSON), status 200.
+	Raw string
+	// Delay waits before answering (the client's cancellation ends it early).
+	Delay time.Duration
+	// ChunkChars splits streamed content into chunks of this many characters.
+	ChunkChars int
+}
+
+// Text is a reply with content only.
+func Text(s string) Reply { return Reply{Content: s} }
+
+// Tool is a reply calling one tool.
+func Tool(name, args string) Reply { return Reply{ToolCalls: []Call{{Name: name, Args: args}}} }
+
+// Script chooses the reply to a request.
+type Script func(r *Request) Reply
+
+// Server is a running scripted model server.
+type Server struct {
+	URL string // base URL ending in /v1
+
+	srv    *http.Server
+	ln     net.Listener
+	script Script
+
+	mu       sync.Mutex
+	requests []*Request
+	calls    int
+}
+
+// Start serves script on a loopback port.
+func Start(script Script) (*Server, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("scripted model: %w", err)
+	}
+	s := &Server{ln: ln, script: script, URL: "http://" + ln.Addr().String() + "/v1"}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/v1/chat/completions", s.chat)
+	mux.HandleFunc("/v1/models", func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = io.WriteString(w, `{"object":"list","data":[{"id":"scripted","object":"model"}]}`)
+	})
+	s.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = s.srv.Serve(ln) }()
+	return s, nil
+}
+
+// Close stops the server.
+func (s *Server) Close() { _ = s.srv.Close() }
+
+// SetScript replaces the script for later requests.
+func (s *Server) SetScript(script Script) {
+	s.mu.Lock()
+	s.script = script
+	s.mu.Unlock()
+}
+
+// Requests returns every request received so far, oldest first.
+func (s *Server) Requests() []*Request {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]*Request(nil), s.requests...)
+}
+
+// Calls is how many requests arrived.
+func (s *Server) Calls() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.calls
+}
+
+func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	req := &Request{Path: r.URL.Path, Header: r.Header.Clone(), Raw: body}
+	if err := json.Unmarshal(body, req); err != nil {
+		http.Error(w, `{"error":{"message":"invalid JSON body"}}`, http.StatusBadRequest)
+		return
+	}
+	s.mu.Lock()
+	s.requests = append(s.requests, req)
+	s.calls++
+	script := s.script
+	s.mu.Unlock()
+
+	reply := script(req)
+	if reply.Delay > 0 {
+		select {
+		case <-time.After(reply.Delay):
+		case <-r.Context().Done():
+			return
+		}
+	}
+	for k, v := range reply.Header {
+		w.Header().Set(k, v)
+	}
+	switch {
+	case reply.Status != 0 && reply.Status != http.StatusOK:
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(reply.Status)
+		_, _ = io.WriteString(w, reply.Body)
+	case reply.Raw != "":
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, reply.Raw)
+	case req.Stream:
+		writeStream(w, req, reply)
+	default:
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(completion(req, reply))
+	}
+}

@@ -1,0 +1,98 @@
+// Package toolspec holds the schemas of Herald's built-in tools, with Hermes'
+// tool and argument names. The loop sends them to the model; the tool runner
+// and memory service validate arguments against the same definitions.
+package toolspec
+
+import (
+	"encoding/json"
+	"sort"
+)
+
+// Spec is one tool's definition.
+type Spec struct {
+	Name        string
+	Description string
+	Parameters  map[string]any
+	// ReadOnly tools never change anything and may run in parallel.
+	ReadOnly bool
+	// PathArg names the argument holding the file path, for path-scoped tools.
+	PathArg string
+	// Service that executes the tool: "toolrunner", "memory" or "loop".
+	Service string
+	// Idempotent tools are safe to run again after a crash mid-call.
+	Idempotent bool
+}
+
+// ParametersJSON returns the JSON schema text.
+func (s Spec) ParametersJSON() string {
+	b, _ := json.Marshal(s.Parameters)
+	return string(b)
+}
+
+func obj(required []string, props map[string]any) map[string]any {
+	return map[string]any{"type": "object", "properties": props, "required": required, "additionalProperties": false}
+}
+
+func str(desc string) map[string]any { return map[string]any{"type": "string", "description": desc} }
+func integer(desc string) map[string]any {
+	return map[string]any{"type": "integer", "description": desc}
+}
+
+var builtins = map[string]Spec{
+	"terminal": {Name: "terminal", Service: "toolrunner",
+		Description: "Run a shell command in the workspace and return its output and exit code.",
+		Parameters: obj([]string{"command"}, map[string]any{
+			"command": str("The shell command to run."),
+			"timeout": integer("Seconds before the command is killed (default 180)."),
+		})},
+	"read_file": {Name: "read_file", Service: "toolrunner", ReadOnly: true, PathArg: "path", Idempotent: true,
+		Description: "Read a text file from the workspace, with line numbers.",
+		Parameters: obj([]string{"path"}, map[string]any{
+			"path":   str("Path relative to the workspace."),
+			"offset": integer("First line to read, 1-based (default 1)."),
+			"limit":  integer("How many lines to read (default and maximum 2000)."),
+		})},
+	"write_file": {Name: "write_file", Service: "toolrunner", PathArg: "path", Idempotent: true,
+		Description: "Create or overwrite a file in the workspace with the given content.",
+		Parameters: obj([]string{"path", "content"}, map[string]any{
+			"path":    str("Path relative to the workspace."),
+			"content": str("The complete new content of the file."),
+		})},
+	"memory": {Name: "memory", Service: "memory",
+		Description: "Durable memory across sessions: 'memory' holds your own notes, 'user' what you know about the user.",
+		Parameters: obj([]string{"action", "target"}, map[string]any{
+			"action":   map[string]any{"type": "string", "enum": []string{"add", "replace", "remove", "read"}},
+			"target":   map[string]any{"type": "string", "enum": []string{"memory", "user"}},
+			"content":  str("The entry to add, or the replacement text."),
+			"old_text": str("A unique part of the entry to replace or remove."),
+		})},
+}
+
+// Register adds or replaces a spec; services call it from init for the tools they own.
+func Register(s Spec) { builtins[s.Name] = s }
+
+// Lookup returns the spec of a tool.
+func Lookup(name string) (Spec, bool) {
+	s, ok := builtins[name]
+	return s, ok
+}
+
+// All returns every spec, sorted by name so the tool list sent to the model
+// is byte-for-byte stable (provider prefix caches depend on it).
+func All() []Spec {
+	out := make([]Spec, 0, len(builtins))
+	for _, s := range builtins {
+		out = append(out, s)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// Names returns every tool name, sorted.
+func Names() []string {
+	var out []string
+	for _, s := range All() {
+		out = append(out, s.Name)
+	}
+	return out
+}
