@@ -336,8 +336,12 @@ type LLMRequest struct {
 	MaxCostUsd      float64                `protobuf:"fixed64,13,opt,name=max_cost_usd,json=maxCostUsd,proto3" json:"max_cost_usd,omitempty"`              // 0: no money budget
 	SpentUsd        float64                `protobuf:"fixed64,14,opt,name=spent_usd,json=spentUsd,proto3" json:"spent_usd,omitempty"`                      // what the session has already spent
 	ParentSessionId string                 `protobuf:"bytes,15,opt,name=parent_session_id,json=parentSessionId,proto3" json:"parent_session_id,omitempty"` // cost attribution of subagents
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// prefer_fallback serves this call from the fallback chain, skipping the
+	// primary (the loop asks after repeated empty responses).
+	PreferFallback bool  `protobuf:"varint,16,opt,name=prefer_fallback,json=preferFallback,proto3" json:"prefer_fallback,omitempty"`
+	Turn           int32 `protobuf:"varint,17,opt,name=turn,proto3" json:"turn,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *LLMRequest) Reset() {
@@ -473,6 +477,20 @@ func (x *LLMRequest) GetParentSessionId() string {
 		return x.ParentSessionId
 	}
 	return ""
+}
+
+func (x *LLMRequest) GetPreferFallback() bool {
+	if x != nil {
+		return x.PreferFallback
+	}
+	return false
+}
+
+func (x *LLMRequest) GetTurn() int32 {
+	if x != nil {
+		return x.Turn
+	}
+	return 0
 }
 
 // LLMResponse is the gateway's answer to one LLMRequest (after retries and fallback).
@@ -1518,7 +1536,7 @@ const file_herald_v1_herald_proto_rawDesc = "" +
 	"\routput_tokens\x18\x02 \x01(\x03R\foutputTokens\x12*\n" +
 	"\x11cache_read_tokens\x18\x03 \x01(\x03R\x0fcacheReadTokens\x12,\n" +
 	"\x12cache_write_tokens\x18\x04 \x01(\x03R\x10cacheWriteTokens\x12)\n" +
-	"\x10reasoning_tokens\x18\x05 \x01(\x03R\x0freasoningTokens\"\xf2\x03\n" +
+	"\x10reasoning_tokens\x18\x05 \x01(\x03R\x0freasoningTokens\"\xaf\x04\n" +
 	"\n" +
 	"LLMRequest\x12\x1d\n" +
 	"\n" +
@@ -1539,7 +1557,9 @@ const file_herald_v1_herald_proto_rawDesc = "" +
 	"\fmax_cost_usd\x18\r \x01(\x01R\n" +
 	"maxCostUsd\x12\x1b\n" +
 	"\tspent_usd\x18\x0e \x01(\x01R\bspentUsd\x12*\n" +
-	"\x11parent_session_id\x18\x0f \x01(\tR\x0fparentSessionId\"\xfe\x03\n" +
+	"\x11parent_session_id\x18\x0f \x01(\tR\x0fparentSessionId\x12'\n" +
+	"\x0fprefer_fallback\x18\x10 \x01(\bR\x0epreferFallback\x12\x12\n" +
+	"\x04turn\x18\x11 \x01(\x05R\x04turn\"\xfe\x03\n" +
 	"\vLLMResponse\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x1d\n" +
