@@ -793,16 +793,20 @@ func (x *ToolCallRequest) GetApprovalsMode() string {
 
 // ToolResult is the outcome of one call, stored durably under the call's subject.
 type ToolResult struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	CallId        string                 `protobuf:"bytes,1,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
-	SessionId     string                 `protobuf:"bytes,2,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
-	Step          int32                  `protobuf:"varint,3,opt,name=step,proto3" json:"step,omitempty"`
-	Tool          string                 `protobuf:"bytes,4,opt,name=tool,proto3" json:"tool,omitempty"`
-	Content       string                 `protobuf:"bytes,5,opt,name=content,proto3" json:"content,omitempty"`
-	IsError       bool                   `protobuf:"varint,6,opt,name=is_error,json=isError,proto3" json:"is_error,omitempty"`
-	Status        string                 `protobuf:"bytes,7,opt,name=status,proto3" json:"status,omitempty"` // ok | error | timeout | denied | unknown_outcome
-	DurationMs    int64                  `protobuf:"varint,8,opt,name=duration_ms,json=durationMs,proto3" json:"duration_ms,omitempty"`
-	Runner        string                 `protobuf:"bytes,9,opt,name=runner,proto3" json:"runner,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	CallId     string                 `protobuf:"bytes,1,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
+	SessionId  string                 `protobuf:"bytes,2,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	Step       int32                  `protobuf:"varint,3,opt,name=step,proto3" json:"step,omitempty"`
+	Tool       string                 `protobuf:"bytes,4,opt,name=tool,proto3" json:"tool,omitempty"`
+	Content    string                 `protobuf:"bytes,5,opt,name=content,proto3" json:"content,omitempty"`
+	IsError    bool                   `protobuf:"varint,6,opt,name=is_error,json=isError,proto3" json:"is_error,omitempty"`
+	Status     string                 `protobuf:"bytes,7,opt,name=status,proto3" json:"status,omitempty"` // ok | error | timeout | denied | unknown_outcome
+	DurationMs int64                  `protobuf:"varint,8,opt,name=duration_ms,json=durationMs,proto3" json:"duration_ms,omitempty"`
+	Runner     string                 `protobuf:"bytes,9,opt,name=runner,proto3" json:"runner,omitempty"`
+	// cost_usd and usage of a delegated child session, added to its parent's.
+	CostUsd       float64 `protobuf:"fixed64,10,opt,name=cost_usd,json=costUsd,proto3" json:"cost_usd,omitempty"`
+	Usage         *Usage  `protobuf:"bytes,11,opt,name=usage,proto3" json:"usage,omitempty"`
+	ApiCalls      int32   `protobuf:"varint,12,opt,name=api_calls,json=apiCalls,proto3" json:"api_calls,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -898,6 +902,27 @@ func (x *ToolResult) GetRunner() string {
 		return x.Runner
 	}
 	return ""
+}
+
+func (x *ToolResult) GetCostUsd() float64 {
+	if x != nil {
+		return x.CostUsd
+	}
+	return 0
+}
+
+func (x *ToolResult) GetUsage() *Usage {
+	if x != nil {
+		return x.Usage
+	}
+	return nil
+}
+
+func (x *ToolResult) GetApiCalls() int32 {
+	if x != nil {
+		return x.ApiCalls
+	}
+	return 0
 }
 
 // CompressRequest asks the compressor to shrink a history.
@@ -1597,7 +1622,7 @@ const file_herald_v1_herald_proto_rawDesc = "" +
 	"\x0ftimeout_seconds\x18\n" +
 	" \x01(\x05R\x0etimeoutSeconds\x12\x1a\n" +
 	"\bapproved\x18\v \x01(\bR\bapproved\x12%\n" +
-	"\x0eapprovals_mode\x18\f \x01(\tR\rapprovalsMode\"\xf2\x01\n" +
+	"\x0eapprovals_mode\x18\f \x01(\tR\rapprovalsMode\"\xd2\x02\n" +
 	"\n" +
 	"ToolResult\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x1d\n" +
@@ -1610,7 +1635,11 @@ const file_herald_v1_herald_proto_rawDesc = "" +
 	"\x06status\x18\a \x01(\tR\x06status\x12\x1f\n" +
 	"\vduration_ms\x18\b \x01(\x03R\n" +
 	"durationMs\x12\x16\n" +
-	"\x06runner\x18\t \x01(\tR\x06runner\"\x9f\x03\n" +
+	"\x06runner\x18\t \x01(\tR\x06runner\x12\x19\n" +
+	"\bcost_usd\x18\n" +
+	" \x01(\x01R\acostUsd\x12&\n" +
+	"\x05usage\x18\v \x01(\v2\x10.herald.v1.UsageR\x05usage\x12\x1b\n" +
+	"\tapi_calls\x18\f \x01(\x05R\bapiCalls\"\x9f\x03\n" +
 	"\x0fCompressRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x1d\n" +
@@ -1717,20 +1746,21 @@ var file_herald_v1_herald_proto_goTypes = []any{
 	(*TranscriptEntry)(nil), // 12: herald.v1.TranscriptEntry
 }
 var file_herald_v1_herald_proto_depIdxs = []int32{
-	0, // 0: herald.v1.ChatMessage.tool_calls:type_name -> herald.v1.ToolCall
-	1, // 1: herald.v1.LLMRequest.messages:type_name -> herald.v1.ChatMessage
-	2, // 2: herald.v1.LLMRequest.tools:type_name -> herald.v1.ToolSpec
-	1, // 3: herald.v1.LLMResponse.message:type_name -> herald.v1.ChatMessage
-	3, // 4: herald.v1.LLMResponse.usage:type_name -> herald.v1.Usage
-	1, // 5: herald.v1.CompressRequest.messages:type_name -> herald.v1.ChatMessage
-	1, // 6: herald.v1.CompressResult.messages:type_name -> herald.v1.ChatMessage
-	3, // 7: herald.v1.UsageEvent.usage:type_name -> herald.v1.Usage
-	1, // 8: herald.v1.TranscriptEntry.message:type_name -> herald.v1.ChatMessage
-	9, // [9:9] is the sub-list for method output_type
-	9, // [9:9] is the sub-list for method input_type
-	9, // [9:9] is the sub-list for extension type_name
-	9, // [9:9] is the sub-list for extension extendee
-	0, // [0:9] is the sub-list for field type_name
+	0,  // 0: herald.v1.ChatMessage.tool_calls:type_name -> herald.v1.ToolCall
+	1,  // 1: herald.v1.LLMRequest.messages:type_name -> herald.v1.ChatMessage
+	2,  // 2: herald.v1.LLMRequest.tools:type_name -> herald.v1.ToolSpec
+	1,  // 3: herald.v1.LLMResponse.message:type_name -> herald.v1.ChatMessage
+	3,  // 4: herald.v1.LLMResponse.usage:type_name -> herald.v1.Usage
+	3,  // 5: herald.v1.ToolResult.usage:type_name -> herald.v1.Usage
+	1,  // 6: herald.v1.CompressRequest.messages:type_name -> herald.v1.ChatMessage
+	1,  // 7: herald.v1.CompressResult.messages:type_name -> herald.v1.ChatMessage
+	3,  // 8: herald.v1.UsageEvent.usage:type_name -> herald.v1.Usage
+	1,  // 9: herald.v1.TranscriptEntry.message:type_name -> herald.v1.ChatMessage
+	10, // [10:10] is the sub-list for method output_type
+	10, // [10:10] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_herald_v1_herald_proto_init() }
