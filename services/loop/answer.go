@@ -1,0 +1,155 @@
+package loop
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/heraldrun/herald/proto"
+	"github.com/heraldrun/herald/proto/heraldpb"
+)
+
+// Retry limits of BEHAVIOURS.md.
+const (
+	maxEmptyRetries    = 3
+	maxThinkingRetries = 2
+	maxContinuations   = 3
+	maxInvalidStrikes  = 3
+)
+
+// Scaffolding texts: sent to the model to drive a retry, never persisted.
+const (
+	nudgeEmpty      = "Your last reply was empty. Please answer now: call a tool if something still needs doing, or give your final answer."
+	nudgeAfterTools = "You have the tool results above. Continue the task: call the next tool, or give your final answer if you are done."
+	nudgeThinking   = "You reasoned but wrote no answer. Write your answer (or your next tool call) now."
+	nudgeContinue   = "Your previous reply was cut off by the output limit. Continue exactly where it stopped, without repeating anything."
+	nudgeRepeat     = "You have made the same tool call with the same result several times in a row. Do not repeat it: use what you already found, try something different, or give your final answer."
+	graceMaxIter    = "You have used all the steps this task allows, so tools are now disabled. Reply with a summary of what you have done, what you found, and what remains undone."
+)
+
+// onModelAnswer decides what a successful (or failed) model response means.
+func (s *Service) onModelAnswer(t *txn, resp *heraldpb.LLMResponse) error {
+	st := t.st
+	if resp.Error != "" {
+		return s.onModelError(t, resp)
+	}
+	m := resp.Message
+	if m == nil {
+		m = &heraldpb.ChatMessage{}
+	}
+	s.checkPressure(t, resp)
+	if st.Pending.Grace {
+		final := strings.TrimSpace(m.Content)
+		if final == "" {
+			final = "The step budget ran out and the model gave no summary."
+		}
+		t.appendMsg(&heraldpb.ChatMessage{Role: "assistant", Content: final, Reasoning: m.Reasoning})
+		return s.finish(t, st.GraceReason, final, "")
+	}
+	if resp.FinishReason == "length" {
+		return s.onTruncated(t, m)
+	}
+	if st.PartialContent != "" {
+		m.Content = st.PartialContent + m.Content
+		st.PartialContent = ""
+	}
+	if len(m.ToolCalls) > 0 {
+		return s.dispatchTools(t, m)
+	}
+	if strings.TrimSpace(m.Content) == "" {
+		return s.onEmpty(t, m)
+	}
+	t.appendMsg(&heraldpb.ChatMessage{Role: "assistant", Content: m.Content, Reasoning: m.Reasoning})
+	return s.finish(t, proto.ExitTextResponse, m.Content, "")
+}
+
+// onTruncated continues a reply cut off by the output limit; cut-off tool
+// calls are never executed.
+func (s *Service) onTruncated(t *txn, m *heraldpb.ChatMessage) error {
+	st := t.st
+	usable := strings.TrimSpace(m.Content) != ""
+	if !usable && st.PartialContent == "" {
+		return s.finish(t, proto.ExitTruncated, "", "the model's first response was cut off by its output limit before it produced anything usable")
+	}
+	st.PartialContent += m.Content
+	if st.Continuations >= maxContinuations {
+		final := st.PartialContent
+		st.PartialContent = ""
+		t.appendMsg(&heraldpb.ChatMessage{Role: "assistant", Content: final})
+		return s.finish(t, proto.ExitTruncated, final, "the response was still cut off after 3 continuations")
+	}
+	st.Continuations++
+	return s.requestModel(t, []scaffoldMsg{
+		{Role: "assistant", Content: st.PartialContent},
+		{Role: "user", Content: nudgeContinue},
+	}, retry)
+}
+
+// onEmpty retries an empty reply: a nudge after tool results, prefill
+// retries for thinking-only replies, plain retries, then the fallback
+// provider, then gives up with an explanation.
+func (s *Service) onEmpty(t *txn, m *heraldpb.ChatMessage) error {
+	st := t.st
+	hist := t.history()
+	afterTools := len(hist) > 0 && hist[len(hist)-1].Role == "tool"
+	switch {
+	case afterTools && !st.NudgedAfterTools:
+		st.NudgedAfterTools = true
+		return s.requestModel(t, []scaffoldMsg{{Role: "user", Content: nudgeAfterTools}}, retry)
+	case strings.TrimSpace(m.Reasoning) != "" && st.ThinkingRetries < maxThinkingRetries:
+		st.ThinkingRetries++
+		return s.requestModel(t, []scaffoldMsg{{Role: "user", Content: nudgeThinking}}, retry)
+	case st.EmptyRetries < maxEmptyRetries:
+		st.EmptyRetries++
+		return s.requestModel(t, []scaffoldMsg{{Role: "user", Content: nudgeEmpty}}, retry)
+	case !st.PreferFallback:
+		st.PreferFallback = true
+		return s.requestModel(t, []scaffoldMsg{{Role: "user", Content: nudgeEmpty}}, retry)
+	}
+	explanation := fmt.Sprintf("The model returned empty responses %d times in a row (including a try on the fallback provider), so the turn was stopped.", st.EmptyRetries+st.ThinkingRetries+1)
+	return s.finish(t, proto.ExitEmptyResponseExhausted, explanation, "")
+}
+
+// onModelError maps the gateway's error class to the turn's outcome.
+func (s *Service) onModelError(t *txn, resp *heraldpb.LLMResponse) error {
+	st := t.st
+	errText := resp.Error
+	switch resp.ErrorClass {
+	case "interrupted":
+		return s.finish(t, proto.ExitInterrupted, "The user interrupted this turn before it finished.", "")
+	case "auth":
+		return s.finish(t, proto.ExitAuthFailed, "", errText)
+	case "budget_exceeded":
+		return s.finish(t, proto.ExitBudgetExhausted, "", errText)
+	case "timeout":
+		return s.finish(t, proto.ExitTimeout, "", errText)
+	}
+	if st.Step >= st.MaxIterations-1 {
+		return s.finish(t, proto.ExitErrorNearMaxIterations, "", errText)
+	}
+	return s.finish(t, proto.ExitAllRetriesExhausted, "", errText)
+}
+
+// checkPressure emits context-pressure events at 85% and 95% of the
+// model's window, at most once per cooldown.
+func (s *Service) checkPressure(t *txn, resp *heraldpb.LLMResponse) {
+	st := t.st
+	if resp.PromptTokens <= 0 {
+		return
+	}
+	window := s.contextWindow(st.Model)
+	pct := int(resp.PromptTokens * 100 / int64(window))
+	level := 0
+	switch {
+	case pct >= 95:
+		level = 95
+	case pct >= 85:
+		level = 85
+	}
+	now := nowMs()
+	if level == 0 || (now-st.LastPressureMs < s.cfg.PressureCooldown.Milliseconds() && st.LastPressureMs != 0) {
+		return
+	}
+	st.LastPressureMs, st.LastPressurePct = now, level
+	t.event(proto.Event{Type: proto.EventContextPressure, Percent: pct, Tokens: resp.PromptTokens, Model: st.Model,
+		Message: fmt.Sprintf("the conversation uses %d%% of %s's %d-token context window", pct, st.Model, window)})
+}

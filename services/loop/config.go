@@ -1,0 +1,76 @@
+package loop
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/heraldrun/herald/pkg/bus"
+	"github.com/heraldrun/herald/pkg/config"
+)
+
+// Config is the loop's configuration.
+type Config struct {
+	Model         string
+	Tenant        string
+	MaxIterations int
+	// ChildMaxIterations caps a delegated child session's budget.
+	ChildMaxIterations    int
+	MaxConcurrentChildren int
+	RepeatThreshold       int
+	ContextWindows        map[string]int
+	Compression           config.Compression
+	// Workspace is read for context files (AGENTS.md, ...) when it exists
+	// on this machine.
+	Workspace string
+	// Concurrency caps the messages of each kind handled at once.
+	Concurrency int
+	// SnapshotTimeout bounds the wait for the memory snapshot at session start.
+	SnapshotTimeout time.Duration
+	// PressureCooldown spaces context-pressure events of one session.
+	PressureCooldown time.Duration
+	Pool             string
+}
+
+// DefaultConfig returns the loop's defaults.
+func DefaultConfig() Config {
+	c := config.Default()
+	return ConfigFrom(c)
+}
+
+// ConfigFrom derives the loop's configuration from the global one.
+func ConfigFrom(c config.Config) Config {
+	return Config{
+		Model:                 c.Primary.Model,
+		Tenant:                c.Tenant,
+		MaxIterations:         c.Agent.MaxTurns,
+		ChildMaxIterations:    c.Delegation.MaxIterations,
+		MaxConcurrentChildren: c.Delegation.MaxConcurrentChildren,
+		RepeatThreshold:       c.Agent.RepeatThreshold,
+		ContextWindows:        c.ContextWindows,
+		Compression:           c.Compression,
+		Workspace:             c.WorkspaceRoot(),
+		Concurrency:           64,
+		SnapshotTimeout:       2 * time.Second,
+		PressureCooldown:      300 * time.Second,
+		Pool:                  bus.DefaultPool,
+	}
+}
+
+// Validate fails fast on a configuration the loop cannot run with.
+func (c Config) Validate() error {
+	var errs []error
+	if c.MaxIterations <= 0 {
+		errs = append(errs, fmt.Errorf("loop: max iterations must be positive, got %d", c.MaxIterations))
+	}
+	if c.ChildMaxIterations <= 0 {
+		errs = append(errs, errors.New("loop: delegation max iterations must be positive"))
+	}
+	if c.RepeatThreshold < 2 {
+		errs = append(errs, fmt.Errorf("loop: repeat threshold must be at least 2, got %d", c.RepeatThreshold))
+	}
+	if c.Concurrency <= 0 {
+		errs = append(errs, errors.New("loop: concurrency must be positive"))
+	}
+	return errors.Join(errs...)
+}

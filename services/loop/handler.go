@@ -1,0 +1,277 @@
+package loop
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/heraldrun/herald/pkg/bus"
+	"github.com/heraldrun/herald/pkg/toolspec"
+	"github.com/heraldrun/herald/proto"
+	"github.com/heraldrun/herald/proto/heraldpb"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// errBusy redelivers a task for a session whose current turn is not over.
+var errBusy = errors.New("session is busy with another task")
+
+// handleTask starts a turn: a new session or the next turn of an existing one.
+func (s *Service) handleTask(ctx context.Context, msg jetstream.Msg) error {
+	task, err := proto.DecodeTask(msg.Data())
+	if err != nil {
+		return bus.Permanent(err)
+	}
+	meta, err := msg.Metadata()
+	if err != nil {
+		return err
+	}
+	id := strconv.FormatUint(meta.Sequence.Stream, 36) + strconv.FormatInt(meta.Timestamp.UnixMilli(), 36)
+	if task.SessionID == "" {
+		task.SessionID = "s" + id
+	}
+	if task.TaskID == "" {
+		task.TaskID = "t" + id
+	}
+	return s.advance(ctx, task.SessionID, func(t *txn) error { return s.startTurn(ctx, t, task, meta.Timestamp) })
+}
+
+func (s *Service) startTurn(ctx context.Context, t *txn, task proto.Task, published time.Time) error {
+	if t.st != nil && t.st.TaskID == task.TaskID && t.st.Turn > 0 {
+		t.noop = true // a redelivered task that already started
+		return nil
+	}
+	if t.st != nil && t.st.active() {
+		return errBusy
+	}
+	st := t.st
+	if st == nil {
+		st = &State{SessionID: task.SessionID}
+		t.st = st
+	}
+	st.TaskID = task.TaskID
+	st.Tenant = firstNonEmpty(task.Tenant, st.Tenant, s.cfg.Tenant)
+	st.Model = firstNonEmpty(task.Model, st.Model, s.cfg.Model)
+	st.Pool = firstNonEmpty(task.Pool, st.Pool, s.cfg.Pool)
+	st.Workspace = firstNonEmpty(task.Workspace, st.Workspace)
+	st.ParentSessionID = firstNonEmpty(task.ParentSessionID, st.ParentSessionID)
+	st.ParentCallID = firstNonEmpty(task.Metadata["parent_call_id"], st.ParentCallID)
+	st.MaxCostUSD = task.MaxCostUSD
+	st.Yes = task.Yes
+	st.Toolsets = task.Toolsets
+	st.MaxIterations = s.maxIterations(task)
+	st.Turn++
+	st.Step, st.Attempt, st.APICalls, st.CostUSD = 0, 0, 0, 0
+	st.Usage = proto.Usage{}
+	st.resetTurnCounters()
+	st.TurnStartedMs = published.UnixMilli()
+	if len(t.msgs) == 0 {
+		t.appendMsg(&heraldpb.ChatMessage{Role: "system", Content: s.buildSystemPrompt(ctx, st, task.SystemMessage)})
+	}
+	t.appendMsg(&heraldpb.ChatMessage{Role: "user", Content: task.Prompt})
+	t.state(proto.StateIdle)
+	return s.requestModel(t, nil, nextStep)
+}
+
+func (s *Service) maxIterations(task proto.Task) int {
+	n := task.MaxIterations
+	if n <= 0 {
+		n = s.cfg.MaxIterations
+	}
+	if task.ParentSessionID != "" && n > s.cfg.ChildMaxIterations {
+		n = s.cfg.ChildMaxIterations
+	}
+	return n
+}
+
+// requestKind says whether a model request spends an iteration.
+type requestKind int
+
+const (
+	nextStep requestKind = iota // a new iteration
+	retry                       // the same iteration again (empty, truncated)
+	graceCall                   // the summary call after the budget is spent
+)
+
+// requestModel asks the gateway for the next response. scaffold messages go
+// to the model with this request only; a grace call has no tools.
+func (s *Service) requestModel(t *txn, scaffold []scaffoldMsg, kind requestKind) error {
+	st := t.st
+	grace := kind == graceCall
+	if kind == nextStep {
+		st.Step++
+		st.Attempt = 0
+	} else {
+		st.Attempt++
+	}
+	reqID := fmt.Sprintf("%s:%d:%d:%d", st.SessionID, st.Turn, st.Step, st.Attempt)
+	st.Status = statusThinking
+	st.Pending = &Pending{Kind: waitLLM, RequestID: reqID, Scaffold: scaffold, Grace: grace}
+	req := s.llmRequest(t, reqID, scaffold, grace)
+	t.effect(func(ctx context.Context) error {
+		return bus.PublishProto(ctx, s.deps.JS, bus.LLMRequest(st.SessionID), reqID, req)
+	})
+	t.state(proto.StateThinking)
+	return nil
+}
+
+func (s *Service) llmRequest(t *txn, reqID string, scaffold []scaffoldMsg, grace bool) *heraldpb.LLMRequest {
+	st := t.st
+	msgs := RepairHistory(t.history())
+	for _, m := range scaffold {
+		msgs = append(msgs, &heraldpb.ChatMessage{Role: m.Role, Content: m.Content, Scaffolding: true})
+	}
+	msgs = mergeAdjacentUsers(msgs)
+	purpose := "agent"
+	if st.ParentSessionID != "" {
+		purpose = "subagent"
+	}
+	req := &heraldpb.LLMRequest{
+		RequestId: reqID, SessionId: st.SessionID, TaskId: st.TaskID, Tenant: st.Tenant,
+		Purpose: purpose, Step: int32(st.Step), Turn: int32(st.Turn), Model: st.Model,
+		Messages: msgs, Stream: true, ReplySubject: bus.LLMResponse(bus.OwnerLoop, st.SessionID),
+		MaxCostUsd: st.MaxCostUSD, SpentUsd: st.SessionCostUSD, ParentSessionId: st.ParentSessionID,
+		PreferFallback: st.PreferFallback,
+	}
+	if !grace {
+		for _, spec := range s.toolsFor(st) {
+			req.Tools = append(req.Tools, &heraldpb.ToolSpec{Name: spec.Name, Description: spec.Description, ParametersJson: spec.ParametersJSON()})
+		}
+	}
+	return req
+}
+
+// childBlockedTools are tools a delegated child may not use.
+var childBlockedTools = map[string]bool{"delegate_task": true, "clarify": true, "memory": true}
+
+// toolsFor lists the tools offered to a session, filtered by its toolsets.
+func (s *Service) toolsFor(st *State) []toolspec.Spec {
+	var out []toolspec.Spec
+	allowed := map[string]bool{}
+	for _, n := range st.Toolsets {
+		allowed[n] = true
+	}
+	for _, spec := range toolspec.All() {
+		if st.ParentSessionID != "" && childBlockedTools[spec.Name] {
+			continue
+		}
+		if len(allowed) > 0 && !allowed[spec.Name] {
+			continue
+		}
+		out = append(out, spec)
+	}
+	return out
+}
+
+func (s *Service) toolNames(st *State) []string {
+	var names []string
+	for _, spec := range s.toolsFor(st) {
+		names = append(names, spec.Name)
+	}
+	return names
+}
+
+// handleModelResponse advances a session with the gateway's answer.
+func (s *Service) handleModelResponse(ctx context.Context, msg jetstream.Msg) error {
+	resp := &heraldpb.LLMResponse{}
+	if err := bus.Decode(msg.Data(), resp); err != nil {
+		return err
+	}
+	if !proto.IsToken(resp.SessionId) {
+		return bus.Permanent(fmt.Errorf("response has no valid session_id (got %q)", resp.SessionId))
+	}
+	return s.advance(ctx, resp.SessionId, func(t *txn) error {
+		st := t.st
+		if st == nil || st.Pending == nil || st.Pending.Kind != waitLLM || st.Pending.RequestID != resp.RequestId {
+			t.noop = true // stale: the session moved on (interrupt, redelivery)
+			return nil
+		}
+		st.account(resp)
+		return s.onModelAnswer(t, resp)
+	})
+}
+
+func (st *State) account(resp *heraldpb.LLMResponse) {
+	attempts := int(resp.Attempts)
+	if attempts < 1 {
+		attempts = 1
+	}
+	st.APICalls += attempts
+	if u := resp.Usage; u != nil {
+		st.Usage.InputTokens += u.InputTokens
+		st.Usage.OutputTokens += u.OutputTokens
+		st.Usage.CacheReadTokens += u.CacheReadTokens
+		st.Usage.CacheWriteTokens += u.CacheWriteTokens
+		st.Usage.ReasoningTokens += u.ReasoningTokens
+	}
+	st.CostUSD += resp.CostUsd
+	st.SessionCostUSD += resp.CostUsd
+	if resp.PromptTokens > 0 {
+		st.PromptTokens = resp.PromptTokens
+	}
+}
+
+// handleToolResult records one finished call and advances when the step's
+// calls (or the current segment) are complete.
+func (s *Service) handleToolResult(ctx context.Context, msg jetstream.Msg) error {
+	res := &heraldpb.ToolResult{}
+	if err := bus.Decode(msg.Data(), res); err != nil {
+		return err
+	}
+	if !proto.IsToken(res.SessionId) {
+		return bus.Permanent(fmt.Errorf("tool result has no valid session_id (got %q)", res.SessionId))
+	}
+	return s.advance(ctx, res.SessionId, func(t *txn) error {
+		st := t.st
+		if st == nil || st.Pending == nil || st.Pending.Kind != waitTools {
+			t.noop = true
+			return nil
+		}
+		i := st.Pending.callIndex(res.CallId)
+		if i < 0 || st.Pending.Calls[i].Done {
+			t.noop = true
+			return nil
+		}
+		st.Pending.Calls[i].Done = true
+		return s.onToolsProgress(ctx, t)
+	})
+}
+
+func (p *Pending) callIndex(callID string) int {
+	for i, c := range p.Calls {
+		if c.CallID == callID {
+			return i
+		}
+	}
+	return -1
+}
+
+// handleInterrupt ends the session's current turn.
+func (s *Service) handleInterrupt(ctx context.Context, msg jetstream.Msg) error {
+	parts := strings.Split(msg.Subject(), ".")
+	if len(parts) != 4 || !proto.IsToken(parts[2]) {
+		return bus.Permanent(fmt.Errorf("interrupt on unexpected subject %q", msg.Subject()))
+	}
+	meta, err := msg.Metadata()
+	if err != nil {
+		return err
+	}
+	return s.advance(ctx, parts[2], func(t *txn) error {
+		if t.st == nil || !t.st.active() || meta.Timestamp.UnixMilli() < t.st.TurnStartedMs {
+			t.noop = true
+			return nil
+		}
+		return s.finish(t, proto.ExitInterrupted, "The user interrupted this turn before it finished.", "")
+	})
+}
+
+func firstNonEmpty(vs ...string) string {
+	for _, v := range vs {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}

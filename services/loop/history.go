@@ -1,0 +1,68 @@
+package loop
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/heraldrun/herald/pkg/models"
+	"github.com/heraldrun/herald/proto/heraldpb"
+)
+
+const orphanResult = "[No result: this call did not complete.]"
+
+// RepairHistory returns a copy of msgs that providers accept: tool messages
+// whose ids match no call of the assistant before them are dropped, calls
+// without a result get a stub result, results follow their calls' order,
+// and consecutive user messages are merged.
+func RepairHistory(msgs []*heraldpb.ChatMessage) []*heraldpb.ChatMessage {
+	out := make([]*heraldpb.ChatMessage, 0, len(msgs))
+	for i := 0; i < len(msgs); i++ {
+		m := msgs[i]
+		if m.Role == "tool" {
+			continue // kept only when claimed by the assistant before it
+		}
+		out = append(out, m)
+		if m.Role != "assistant" || len(m.ToolCalls) == 0 {
+			continue
+		}
+		results := map[string]*heraldpb.ChatMessage{}
+		j := i + 1
+		for ; j < len(msgs) && msgs[j].Role == "tool"; j++ {
+			if _, dup := results[msgs[j].ToolCallId]; !dup {
+				results[msgs[j].ToolCallId] = msgs[j]
+			}
+		}
+		for _, c := range m.ToolCalls {
+			if r, ok := results[c.Id]; ok {
+				out = append(out, r)
+				continue
+			}
+			out = append(out, &heraldpb.ChatMessage{Role: "tool", ToolCallId: c.Id, Name: c.Name, Content: orphanResult})
+		}
+		i = j - 1
+	}
+	return mergeAdjacentUsers(out)
+}
+
+// mergeAdjacentUsers joins consecutive user messages into one.
+func mergeAdjacentUsers(msgs []*heraldpb.ChatMessage) []*heraldpb.ChatMessage {
+	out := make([]*heraldpb.ChatMessage, 0, len(msgs))
+	for _, m := range msgs {
+		if n := len(out); n > 0 && m.Role == "user" && out[n-1].Role == "user" {
+			merged := &heraldpb.ChatMessage{Role: "user", Content: out[n-1].Content + "\n\n" + m.Content,
+				Scaffolding: out[n-1].Scaffolding && m.Scaffolding}
+			out[n-1] = merged
+			continue
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+func (s *Service) contextWindow(model string) int {
+	return models.ContextWindow(model, s.cfg.ContextWindows)
+}
+
+func nowMs() int64 { return time.Now().UnixMilli() }
+
+func itoa(n int) string { return strconv.Itoa(n) }

@@ -1,0 +1,5 @@
+package loop
+
+import "runtime"
+
+func runtimeOS() string { return runtime.GOOS + "/" + runtime.GOARCH }

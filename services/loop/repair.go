@@ -1,0 +1,243 @@
+package loop
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+	"unicode"
+)
+
+// RepairToolName maps a name the model produced to a known tool: case,
+// '-' and spaces to '_', CamelCase to snake_case, a '_tool' suffix dropped,
+// then the closest known name with similarity >= 0.7. ok is false when
+// nothing is close enough.
+func RepairToolName(name string, known []string) (string, bool) {
+	set := map[string]bool{}
+	for _, k := range known {
+		set[k] = true
+	}
+	if set[name] {
+		return name, true
+	}
+	candidates := []string{strings.ToLower(name)}
+	n := strings.NewReplacer("-", "_", " ", "_").Replace(strings.TrimSpace(name))
+	candidates = append(candidates, strings.ToLower(n), snake(n))
+	for _, c := range append([]string(nil), candidates...) {
+		candidates = append(candidates, strings.TrimSuffix(c, "_tool"))
+	}
+	for _, c := range candidates {
+		if set[c] {
+			return c, true
+		}
+	}
+	best, bestScore := "", 0.0
+	for _, k := range known {
+		if score := similarity(strings.TrimSuffix(snake(n), "_tool"), k); score > bestScore {
+			best, bestScore = k, score
+		}
+	}
+	return best, bestScore >= 0.7
+}
+
+func snake(s string) string {
+	var b strings.Builder
+	runes := []rune(s)
+	for i, r := range runes {
+		if unicode.IsUpper(r) {
+			if i > 0 && (unicode.IsLower(runes[i-1]) || unicode.IsDigit(runes[i-1])) {
+				b.WriteByte('_')
+			}
+			b.WriteRune(unicode.ToLower(r))
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+// similarity is the ratio of matching characters (Ratcliff/Obershelp, as
+// Python's difflib uses).
+func similarity(a, b string) float64 {
+	if a == "" && b == "" {
+		return 1
+	}
+	return 2 * float64(matching(a, b)) / float64(len(a)+len(b))
+}
+
+func matching(a, b string) int {
+	if a == "" || b == "" {
+		return 0
+	}
+	bestI, bestJ, bestN := 0, 0, 0
+	for i := range a {
+		for j := range b {
+			n := 0
+			for i+n < len(a) && j+n < len(b) && a[i+n] == b[j+n] {
+				n++
+			}
+			if n > bestN {
+				bestI, bestJ, bestN = i, j, n
+			}
+		}
+	}
+	if bestN == 0 {
+		return 0
+	}
+	return bestN + matching(a[:bestI], b[:bestJ]) + matching(a[bestI+bestN:], b[bestJ+bestN:])
+}
+
+// ArgsError explains why arguments could not be used.
+type ArgsError struct{ Reason string }
+
+func (e *ArgsError) Error() string { return e.Reason }
+
+// RepairArgs returns arguments as a JSON object text: empty becomes {},
+// trailing commas and unclosed brackets or strings are repaired; anything
+// else is an *ArgsError naming what is wrong.
+func RepairArgs(raw string) (string, error) {
+	s := strings.TrimSpace(raw)
+	if s == "" {
+		return "{}", nil
+	}
+	if obj, ok := asObject(s); ok {
+		return obj, nil
+	}
+	fixed := closeBrackets(removeTrailingCommas(s))
+	if obj, ok := asObject(fixed); ok {
+		return obj, nil
+	}
+	var v any
+	err := json.Unmarshal([]byte(s), &v)
+	if err == nil {
+		return "", &ArgsError{Reason: fmt.Sprintf("arguments must be a JSON object, got %s", jsonKind(v))}
+	}
+	return "", &ArgsError{Reason: fmt.Sprintf("arguments are not valid JSON: %v", err)}
+}
+
+func asObject(s string) (string, bool) {
+	var m map[string]any
+	if err := json.Unmarshal([]byte(s), &m); err != nil || m == nil {
+		return "", false
+	}
+	out, _ := json.Marshal(m)
+	return string(out), true
+}
+
+func jsonKind(v any) string {
+	switch v.(type) {
+	case []any:
+		return "an array"
+	case string:
+		return "a string"
+	case float64:
+		return "a number"
+	case bool:
+		return "a boolean"
+	case nil:
+		return "null"
+	}
+	return "something else"
+}
+
+// removeTrailingCommas drops commas directly before a closing bracket,
+// outside strings.
+func removeTrailingCommas(s string) string {
+	var b strings.Builder
+	inStr, esc := false, false
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if inStr {
+			b.WriteByte(c)
+			switch {
+			case esc:
+				esc = false
+			case c == '\\':
+				esc = true
+			case c == '"':
+				inStr = false
+			}
+			continue
+		}
+		if c == '"' {
+			inStr = true
+		}
+		if c == ',' {
+			j := i + 1
+			for j < len(s) && strings.ContainsRune(" \t\r\n", rune(s[j])) {
+				j++
+			}
+			if j < len(s) && (s[j] == '}' || s[j] == ']') {
+				continue
+			}
+		}
+		b.WriteByte(c)
+	}
+	return b.String()
+}
+
+// closeBrackets closes an unterminated string and any open brackets.
+func closeBrackets(s string) string {
+	var stack []byte
+	inStr, esc := false, false
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if inStr {
+			switch {
+			case esc:
+				esc = false
+			case c == '\\':
+				esc = true
+			case c == '"':
+				inStr = false
+			}
+			continue
+		}
+		switch c {
+		case '"':
+			inStr = true
+		case '{':
+			stack = append(stack, '}')
+		case '[':
+			stack = append(stack, ']')
+		case '}', ']':
+			if len(stack) > 0 {
+				stack = stack[:len(stack)-1]
+			}
+		}
+	}
+	if inStr {
+		s += `"`
+	}
+	for i := len(stack) - 1; i >= 0; i-- {
+		s += string(stack[i])
+	}
+	return s
+}
+
+// CanonicalArgs renders arguments with sorted keys, for fingerprints.
+func CanonicalArgs(args string) string {
+	var v any
+	if err := json.Unmarshal([]byte(args), &v); err != nil {
+		return args
+	}
+	out, _ := json.Marshal(sortKeys(v))
+	return string(out)
+}
+
+func sortKeys(v any) any {
+	m, ok := v.(map[string]any)
+	if !ok {
+		return v
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	out := make(map[string]any, len(m))
+	for _, k := range keys {
+		out[k] = sortKeys(m[k])
+	}
+	return out // encoding/json sorts map keys when marshalling
+}

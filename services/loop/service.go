@@ -1,0 +1,91 @@
+package loop
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/heraldrun/herald/pkg/bus"
+	"github.com/heraldrun/herald/pkg/service"
+	"github.com/rs/zerolog"
+)
+
+// Service is the loop service.
+type Service struct {
+	cfg   Config
+	deps  service.Deps
+	log   zerolog.Logger
+	store sessionStore
+	tr    *transcripts
+
+	mu      sync.Mutex
+	workers []*bus.Worker
+}
+
+// New validates cfg and returns a loop service ready to Start.
+func New(cfg Config, deps service.Deps) (*Service, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if deps.JS == nil || deps.NC == nil {
+		return nil, errors.New("loop: a NATS connection and JetStream are required")
+	}
+	return &Service{cfg: cfg, deps: deps, log: deps.Log.With().Str("service", "loop").Logger(),
+		tr: newTranscripts(deps.JS)}, nil
+}
+
+// Name is the service's name.
+func (s *Service) Name() string { return "loop" }
+
+// Start binds the loop's consumers and begins advancing sessions.
+func (s *Service) Start(ctx context.Context) error {
+	kv, err := s.deps.JS.KeyValue(ctx, bus.BucketSessions)
+	if err != nil {
+		return fmt.Errorf("loop: session bucket: %w", err)
+	}
+	s.store = sessionStore{kv: kv}
+	busyDelays := []time.Duration{200 * time.Millisecond, 500 * time.Millisecond, time.Second, 2 * time.Second}
+	specs := []struct {
+		spec bus.ConsumerSpec
+		h    bus.Handler
+	}{
+		{bus.ConsumerSpec{Stream: bus.StreamTasks, Durable: "loop-tasks", FilterSubjects: []string{bus.TasksSubject},
+			MaxDeliver: 2000, RetryDelays: busyDelays}, s.handleTask},
+		{bus.ConsumerSpec{Stream: bus.StreamLLMResponses, Durable: "loop-llm",
+			FilterSubjects: []string{bus.LLMResponseFilter(bus.OwnerLoop)}}, s.handleModelResponse},
+		{bus.ConsumerSpec{Stream: bus.StreamToolResults, Durable: "loop-tools",
+			FilterSubjects: []string{"herald.tool.result.>"}}, s.handleToolResult},
+		{bus.ConsumerSpec{Stream: bus.StreamCompressResults, Durable: "loop-compress",
+			FilterSubjects: []string{"herald.compress.result.>"}}, s.handleCompressResult},
+		{bus.ConsumerSpec{Stream: bus.StreamControl, Durable: "loop-control",
+			FilterSubjects: []string{"herald.session.*.interrupt"}, DeliverNew: true}, s.handleInterrupt},
+	}
+	for _, sp := range specs {
+		sp.spec.Concurrency = s.cfg.Concurrency
+		w, err := bus.StartWorker(ctx, s.deps.JS, sp.spec, sp.h, s.log)
+		if err != nil {
+			_ = s.Shutdown(ctx)
+			return fmt.Errorf("loop: %w", err)
+		}
+		s.mu.Lock()
+		s.workers = append(s.workers, w)
+		s.mu.Unlock()
+	}
+	s.log.Info().Msg("loop started")
+	return nil
+}
+
+// Shutdown stops taking messages and waits for in-flight transitions.
+func (s *Service) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	workers := s.workers
+	s.workers = nil
+	s.mu.Unlock()
+	var errs []error
+	for _, w := range workers {
+		errs = append(errs, w.Stop(ctx))
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,162 @@
+package loop
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/heraldrun/herald/proto"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Session statuses.
+const (
+	statusIdle        = "idle"
+	statusThinking    = "thinking"
+	statusActing      = "acting"
+	statusCompressing = "compressing"
+)
+
+// Pending kinds: what a session waits for.
+const (
+	waitLLM      = "llm"
+	waitTools    = "tools"
+	waitCompress = "compress"
+)
+
+// PendingCall is one tool call of the current step.
+type PendingCall struct {
+	CallID  string `json:"call_id"`  // internal, subject-safe id
+	ModelID string `json:"model_id"` // the id the model gave the call
+	Tool    string `json:"tool"`
+	Args    string `json:"args"`
+	Segment int    `json:"segment"`
+	Done    bool   `json:"done"`
+	// Result holds the answer of a call the loop answered itself.
+	Result string `json:"result,omitempty"`
+	// Local calls are answered by the loop itself (unknown tool, bad JSON).
+	Local bool `json:"local,omitempty"`
+}
+
+// Pending is what the session waits for before it can advance.
+type Pending struct {
+	Kind      string        `json:"kind"`
+	RequestID string        `json:"request_id,omitempty"`
+	Calls     []PendingCall `json:"calls,omitempty"`
+	Segment   int           `json:"segment,omitempty"`
+	// Scaffold is the retry scaffolding sent with the pending model call; it
+	// is re-sent on redelivery but never persisted in the transcript.
+	Scaffold []scaffoldMsg `json:"scaffold,omitempty"`
+	Grace    bool          `json:"grace,omitempty"`
+}
+
+type scaffoldMsg struct {
+	Role    string `json:"role"`
+	Content string `json:"content"`
+}
+
+// State is the small per-session record in the herald_sessions bucket.
+type State struct {
+	SessionID       string  `json:"session_id"`
+	TaskID          string  `json:"task_id"`
+	Tenant          string  `json:"tenant"`
+	Model           string  `json:"model"`
+	Pool            string  `json:"pool"`
+	Workspace       string  `json:"workspace,omitempty"`
+	ParentSessionID string  `json:"parent_session_id,omitempty"`
+	Status          string  `json:"status"`
+	Turn            int     `json:"turn"`
+	Step            int     `json:"step"`
+	MaxIterations   int     `json:"max_iterations"`
+	TranscriptLen   int     `json:"transcript_len"`
+	Pending         *Pending `json:"pending,omitempty"`
+	APICalls        int     `json:"api_calls"`
+	Usage           proto.Usage `json:"usage"`
+	CostUSD         float64 `json:"cost_usd"`
+	SessionCostUSD  float64 `json:"session_cost_usd"`
+	MaxCostUSD      float64 `json:"max_cost_usd,omitempty"`
+	EventSeq        int64   `json:"event_seq"`
+	Yes             bool    `json:"yes,omitempty"`
+	TurnStartedMs   int64   `json:"turn_started_ms"`
+	Toolsets        []string `json:"toolsets,omitempty"`
+
+	ParentCallID    string  `json:"parent_call_id,omitempty"`
+	Attempt         int     `json:"attempt"`
+	PreferFallback  bool    `json:"prefer_fallback,omitempty"`
+	GraceReason     string  `json:"grace_reason,omitempty"`
+
+	// Retry and repair counters of the current turn.
+	EmptyRetries     int    `json:"empty_retries,omitempty"`
+	ThinkingRetries  int    `json:"thinking_retries,omitempty"`
+	NudgedAfterTools bool   `json:"nudged_after_tools,omitempty"`
+	InvalidStrikes   int    `json:"invalid_strikes,omitempty"`
+	LastFingerprint  string `json:"last_fingerprint,omitempty"`
+	RepeatCount      int    `json:"repeat_count,omitempty"`
+	Continuations    int    `json:"continuations,omitempty"`
+	PartialContent   string `json:"partial_content,omitempty"`
+	LastPressureMs  int64    `json:"last_pressure_ms,omitempty"`
+	LastPressurePct int      `json:"last_pressure_pct,omitempty"`
+	PromptTokens    int64    `json:"prompt_tokens,omitempty"`
+	Compressions    int      `json:"compressions,omitempty"`
+	WeakCompressions int     `json:"weak_compressions,omitempty"`
+	NoCompress      bool     `json:"no_compress,omitempty"`
+}
+
+// resetTurnCounters clears what one turn's retries and repairs counted.
+func (s *State) resetTurnCounters() {
+	s.EmptyRetries, s.ThinkingRetries, s.NudgedAfterTools = 0, 0, false
+	s.InvalidStrikes, s.LastFingerprint, s.RepeatCount = 0, "", 0
+	s.Continuations, s.PartialContent, s.PreferFallback, s.GraceReason = 0, "", false, ""
+}
+
+// active reports whether a turn is in progress.
+func (s *State) active() bool { return s.Status != "" && s.Status != statusIdle }
+
+// sessionStore reads and commits session state with compare-and-set.
+type sessionStore struct{ kv jetstream.KeyValue }
+
+// errConflict means another handler advanced the session first; the message
+// is redelivered and handled against the new state.
+var errConflict = errors.New("session state changed concurrently")
+
+func (s sessionStore) load(ctx context.Context, sid string) (*State, uint64, error) {
+	e, err := s.kv.Get(ctx, sid)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, 0, nil
+	}
+	if err != nil {
+		return nil, 0, fmt.Errorf("load session %s: %w", sid, err)
+	}
+	var st State
+	if err := json.Unmarshal(e.Value(), &st); err != nil {
+		return nil, 0, fmt.Errorf("decode session %s: %w", sid, err)
+	}
+	return &st, e.Revision(), nil
+}
+
+// commit stores st if the record is still at rev (0: must not exist yet).
+func (s sessionStore) commit(ctx context.Context, st *State, rev uint64) (uint64, error) {
+	data, err := json.Marshal(st)
+	if err != nil {
+		return 0, err
+	}
+	var newRev uint64
+	if rev == 0 {
+		newRev, err = s.kv.Create(ctx, st.SessionID, data)
+	} else {
+		newRev, err = s.kv.Update(ctx, st.SessionID, data, rev)
+	}
+	if errors.Is(err, jetstream.ErrKeyExists) || isWrongSequence(err) {
+		return 0, errConflict
+	}
+	if err != nil {
+		return 0, fmt.Errorf("commit session %s: %w", st.SessionID, err)
+	}
+	return newRev, nil
+}
+
+func isWrongSequence(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence
+}

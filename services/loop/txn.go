@@ -1,0 +1,103 @@
+package loop
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/heraldrun/herald/pkg/bus"
+	"github.com/heraldrun/herald/proto"
+	"github.com/heraldrun/herald/proto/heraldpb"
+)
+
+// txn is one transition of a session: read state and transcript, decide,
+// then publish appended messages and effects and commit the state.
+type txn struct {
+	s    *Service
+	st   *State
+	rev  uint64
+	msgs []*heraldpb.ChatMessage // committed transcript
+
+	appended []*heraldpb.ChatMessage
+	effects  []func(context.Context) error
+	events   []proto.Event
+	noop     bool
+}
+
+// history is the transcript as it will be after this transition.
+func (t *txn) history() []*heraldpb.ChatMessage {
+	out := make([]*heraldpb.ChatMessage, 0, len(t.msgs)+len(t.appended))
+	return append(append(out, t.msgs...), t.appended...)
+}
+
+func (t *txn) appendMsg(m *heraldpb.ChatMessage) { t.appended = append(t.appended, m) }
+
+func (t *txn) effect(f func(context.Context) error) { t.effects = append(t.effects, f) }
+
+func (t *txn) event(ev proto.Event) {
+	t.st.EventSeq++
+	ev.SessionID, ev.TaskID, ev.Seq = t.st.SessionID, t.st.TaskID, t.st.EventSeq
+	t.events = append(t.events, ev)
+}
+
+func (t *txn) state(name string) {
+	t.event(proto.Event{Type: proto.EventState, State: name, Step: t.st.Step})
+	t.s.log.Debug().Str("session_id", t.st.SessionID).Int("turn", t.st.Turn).Int("step", t.st.Step).
+		Str("state", name).Int64("tokens", t.st.Usage.InputTokens+t.st.Usage.OutputTokens+t.st.Usage.CacheReadTokens).
+		Msg("state transition")
+}
+
+const maxConflictRetries = 8
+
+// advance runs decide against the session's current state and commits its
+// outcome; on a concurrent update it re-reads and decides again.
+func (s *Service) advance(ctx context.Context, sid string, decide func(t *txn) error) error {
+	for i := 0; ; i++ {
+		err := s.advanceOnce(ctx, sid, decide)
+		if !errors.Is(err, errConflict) || i >= maxConflictRetries {
+			return err
+		}
+	}
+}
+
+func (s *Service) advanceOnce(ctx context.Context, sid string, decide func(t *txn) error) error {
+	st, rev, err := s.store.load(ctx, sid)
+	if err != nil {
+		return err
+	}
+	t := &txn{s: s, st: st, rev: rev}
+	if st != nil {
+		if t.msgs, err = s.tr.load(ctx, sid, rev, st.TranscriptLen); err != nil {
+			return err
+		}
+	}
+	if err := decide(t); err != nil || t.noop {
+		return err
+	}
+	if t.st == nil {
+		return fmt.Errorf("session %s: transition produced no state", sid)
+	}
+	if len(t.appended) > 0 {
+		if err := s.tr.append(ctx, sid, t.st.Turn, len(t.msgs), t.appended...); err != nil {
+			return err
+		}
+	}
+	for _, eff := range t.effects {
+		if err := eff(ctx); err != nil {
+			return err
+		}
+	}
+	t.st.TranscriptLen = len(t.msgs) + len(t.appended)
+	newRev, err := s.store.commit(ctx, t.st, rev)
+	if err != nil {
+		s.tr.forget(sid)
+		return err
+	}
+	s.tr.remember(sid, newRev, t.history())
+	for _, ev := range t.events {
+		if err := bus.PublishEvent(s.deps.NC, ev); err != nil {
+			s.log.Warn().Err(err).Str("session_id", sid).Msg("publishing event failed")
+		}
+	}
+	return nil
+}
