@@ -1,0 +1,197 @@
+package memory
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Search limits.
+const (
+	DefaultSearchLimit = 3
+	MaxSearchLimit     = 10
+	// windowRadius is how many messages either side of a hit are returned.
+	windowRadius = 2
+	windowChars  = 400
+)
+
+// Hit is one session found by a search, best first.
+type Hit struct {
+	SessionID string          `json:"session_id"`
+	Score     float64         `json:"score"`
+	Updated   string          `json:"updated,omitempty"`
+	Match     int32           `json:"match_index"`
+	Window    []WindowMessage `json:"messages"`
+}
+
+// WindowMessage is one transcript message around a hit.
+type WindowMessage struct {
+	Index int32  `json:"index"`
+	Role  string `json:"role"`
+	Text  string `json:"text"`
+}
+
+// Search ranks sessions for query (BM25 over messages; a session scores by
+// its best message, which is boosted when it holds the whole query as a
+// phrase) and returns the top limit with a window around each best message.
+// An empty query lists the most recent sessions. Hidden (subagent) sessions
+// and the session named by exclude never appear.
+func (ix *Index) Search(query string, limit int, exclude string) []Hit {
+	limit = clampLimit(limit)
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	terms := uniqueTerms(query)
+	if len(terms) == 0 {
+		var hits []Hit
+		for _, ord := range ix.recent(exclude, limit) {
+			hits = append(hits, ix.hit(ord, firstUser(ix.Sessions[ord]), 0))
+		}
+		return hits
+	}
+	scores, matched := ix.score(terms)
+	phrase := strings.ToLower(strings.Join(strings.Fields(query), " "))
+	best := map[uint32]docScore{}
+	for key, sc := range scores {
+		ord, msg := uint32(key>>32), int32(uint32(key))
+		doc := ix.Sessions[ord]
+		if doc.Hidden || doc.ID == exclude {
+			continue
+		}
+		sc *= float64(matched[key]) / float64(len(terms))
+		if len(terms) > 1 && strings.Contains(strings.ToLower(doc.Msgs[msg].Text), phrase) {
+			sc *= 2
+		}
+		if cur, ok := best[ord]; !ok || sc > cur.score {
+			best[ord] = docScore{msg: msg, score: sc}
+		}
+	}
+	ranked := make([]uint32, 0, len(best))
+	for ord := range best {
+		ranked = append(ranked, ord)
+	}
+	sort.Slice(ranked, func(a, b int) bool {
+		x, y := best[ranked[a]], best[ranked[b]]
+		if x.score != y.score {
+			return x.score > y.score
+		}
+		return ix.Sessions[ranked[a]].Updated > ix.Sessions[ranked[b]].Updated
+	})
+	if len(ranked) > limit {
+		ranked = ranked[:limit]
+	}
+	hits := make([]Hit, 0, len(ranked))
+	for _, ord := range ranked {
+		hits = append(hits, ix.hit(ord, best[ord].msg, best[ord].score))
+	}
+	return hits
+}
+
+type docScore struct {
+	msg   int32
+	score float64
+}
+
+// score sums BM25 per message over terms; keys are session<<32 | message.
+func (ix *Index) score(terms []string) (map[uint64]float64, map[uint64]int) {
+	scores, matched := map[uint64]float64{}, map[uint64]int{}
+	n := float64(max(ix.Docs, 1))
+	avg := float64(ix.TermSum) / n
+	if avg == 0 {
+		avg = 1
+	}
+	for _, t := range terms {
+		posts := ix.Postings[t]
+		if len(posts) == 0 {
+			continue
+		}
+		df := float64(len(posts))
+		idf := math.Log(1 + (n-df+0.5)/(df+0.5))
+		for _, p := range posts {
+			dl := float64(ix.Sessions[p.Session].Msgs[p.Msg].Terms)
+			tf := float64(p.TF)
+			key := uint64(p.Session)<<32 | uint64(uint32(p.Msg))
+			scores[key] += idf * tf * (bm25K1 + 1) / (tf + bm25K1*(1-bm25B+bm25B*dl/avg))
+			matched[key]++
+		}
+	}
+	return scores, matched
+}
+
+func (ix *Index) hit(ord uint32, msg int32, score float64) Hit {
+	doc := ix.Sessions[ord]
+	h := Hit{SessionID: doc.ID, Score: math.Round(score*1000) / 1000, Match: msg}
+	if doc.Updated > 0 {
+		h.Updated = time.UnixMilli(doc.Updated).UTC().Format(time.RFC3339)
+	}
+	for i := max(0, int(msg)-windowRadius); i <= int(msg)+windowRadius && i < len(doc.Msgs); i++ {
+		m := doc.Msgs[i]
+		if !m.Present || m.Role == "system" {
+			continue
+		}
+		h.Window = append(h.Window, WindowMessage{Index: int32(i), Role: m.Role, Text: truncate(m.Text, windowChars)})
+	}
+	return h
+}
+
+func firstUser(doc *SessionDoc) int32 {
+	for i, m := range doc.Msgs {
+		if m.Present && m.Role == "user" {
+			return int32(i)
+		}
+	}
+	return 0
+}
+
+func uniqueTerms(query string) []string {
+	seen := map[string]bool{}
+	var out []string
+	tokenize(query, func(t string) {
+		if !seen[t] {
+			seen[t] = true
+			out = append(out, t)
+		}
+	})
+	return out
+}
+
+func clampLimit(limit int) int {
+	if limit <= 0 {
+		return DefaultSearchLimit
+	}
+	return min(limit, MaxSearchLimit)
+}
+
+// searchArgs are session_search's arguments.
+type searchArgs struct {
+	Query string `json:"query"`
+	Limit int    `json:"limit"`
+}
+
+// searchOutcome is the JSON the model sees as session_search's result.
+type searchOutcome struct {
+	Success bool   `json:"success"`
+	Query   string `json:"query,omitempty"`
+	Results []Hit  `json:"results"`
+	Message string `json:"message,omitempty"`
+	Error   string `json:"error,omitempty"`
+}
+
+func decodeSearchArgs(raw string) (searchArgs, error) {
+	var a searchArgs
+	if strings.TrimSpace(raw) == "" {
+		return a, nil
+	}
+	dec := json.NewDecoder(bytes.NewReader([]byte(raw)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&a); err != nil {
+		return a, fmt.Errorf("%w: arguments must be a JSON object {query?: string, limit?: integer}: %v", ErrInvalidArguments, err)
+	}
+	if a.Limit < 0 {
+		return a, fmt.Errorf("%w: limit must not be negative", ErrInvalidArguments)
+	}
+	return a, nil
+}

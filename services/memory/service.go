@@ -1,0 +1,110 @@
+package memory
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/heraldrun/herald/pkg/bus"
+	"github.com/heraldrun/herald/pkg/service"
+	"github.com/nats-io/nats.go"
+	"github.com/rs/zerolog"
+)
+
+// Core request subjects this service answers besides bus.MemorySnapshotSubject.
+const (
+	// SearchSubject answers session searches for people (herald sessions search).
+	SearchSubject = "herald.memory.search"
+	// RecallSubject answers per-turn recall from the external provider, fenced.
+	RecallSubject = "herald.memory.recall"
+)
+
+// Service is the memory service.
+type Service struct {
+	cfg  Config
+	deps service.Deps
+	log  zerolog.Logger
+
+	store    *Store
+	index    *Index
+	provider Provider
+
+	mu      sync.Mutex
+	worker  *bus.Worker
+	subs    []*nats.Subscription
+	indexer *indexer
+	stopped bool
+}
+
+// New checks cfg and prepares the service; nothing runs until Start.
+func New(cfg Config, deps service.Deps) (*Service, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if deps.NC == nil || deps.JS == nil {
+		return nil, errors.New("memory: a NATS connection and JetStream are required")
+	}
+	return &Service{cfg: cfg, deps: deps, index: NewIndex(),
+		log: deps.Log.With().Str("service", "memory").Logger()}, nil
+}
+
+// SetProvider installs the one optional external memory provider; call it
+// before Start.
+func (s *Service) SetProvider(p Provider) { s.provider = p }
+
+// Name implements service.Service.
+func (s *Service) Name() string { return "memory" }
+
+// Start binds the memory stores, starts indexing transcripts, answers
+// snapshot, search and recall requests and takes tool calls.
+func (s *Service) Start(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	kv, err := s.deps.JS.KeyValue(ctx, bus.BucketMemory)
+	if err != nil {
+		return fmt.Errorf("memory: bucket %s: %w", bus.BucketMemory, err)
+	}
+	s.store = &Store{kv: kv}
+	if s.indexer, err = startIndexer(ctx, s.deps.JS, s.index, s.cfg, s.log); err != nil {
+		return err
+	}
+	for subject, h := range map[string]nats.MsgHandler{
+		bus.MemorySnapshotSubject: s.serveSnapshot, SearchSubject: s.serveSearch, RecallSubject: s.serveRecall,
+	} {
+		sub, err := s.deps.NC.QueueSubscribe(subject, queueGroup, h)
+		if err != nil {
+			return fmt.Errorf("memory: subscribe %s: %w", subject, err)
+		}
+		s.subs = append(s.subs, sub)
+	}
+	s.worker, err = bus.StartWorker(ctx, s.deps.JS, bus.ConsumerSpec{
+		Stream: bus.StreamToolCalls, Durable: "memory", FilterSubjects: []string{"herald.memory.call.>"},
+		Concurrency: s.cfg.Concurrency,
+	}, s.handleCall, s.log)
+	if err != nil {
+		return fmt.Errorf("memory: %w", err)
+	}
+	s.log.Info().Msg("memory service started")
+	return nil
+}
+
+// Shutdown stops taking calls and requests, lets in-flight calls finish
+// until ctx ends and saves the search index. Safe twice and without Start.
+func (s *Service) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopped {
+		return nil
+	}
+	s.stopped = true
+	var errs []error
+	for _, sub := range s.subs {
+		errs = append(errs, sub.Drain())
+	}
+	errs = append(errs, s.worker.Stop(ctx))
+	if s.indexer != nil {
+		errs = append(errs, s.indexer.stop())
+	}
+	return errors.Join(errs...)
+}
