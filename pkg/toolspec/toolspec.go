@@ -34,6 +34,9 @@ func obj(required []string, props map[string]any) map[string]any {
 }
 
 func str(desc string) map[string]any { return map[string]any{"type": "string", "description": desc} }
+func boolean(desc string) map[string]any {
+	return map[string]any{"type": "boolean", "description": desc}
+}
 func integer(desc string) map[string]any {
 	return map[string]any{"type": "integer", "description": desc}
 }
@@ -57,6 +60,37 @@ var builtins = map[string]Spec{
 		Parameters: obj([]string{"path", "content"}, map[string]any{
 			"path":    str("Path relative to the workspace."),
 			"content": str("The complete new content of the file."),
+		})},
+	"patch": {Name: "patch", Service: "toolrunner", PathArg: "path",
+		Description: "Replace exact text in a workspace file. old_string must match the file exactly (whitespace included) and be unique unless replace_all is true.",
+		Parameters: obj([]string{"path", "old_string", "new_string"}, map[string]any{
+			"path":        str("Path relative to the workspace."),
+			"old_string":  str("The exact text to replace."),
+			"new_string":  str("The text to put in its place."),
+			"replace_all": boolean("Replace every occurrence instead of requiring exactly one (default false)."),
+		})},
+	"search_files": {Name: "search_files", Service: "toolrunner", ReadOnly: true, PathArg: "path", Idempotent: true,
+		Description: "Search the workspace: lines of files matching a regular expression, or (pattern \"*\" with file_glob) the files whose names match a glob. Results are capped.",
+		Parameters: obj([]string{"pattern"}, map[string]any{
+			"pattern":   str("A regular expression (RE2) searched in file contents; \"*\" with file_glob lists files by name."),
+			"path":      str("Folder (or file) to search, relative to the workspace (default the whole workspace)."),
+			"file_glob": str("Only files whose name matches this glob, e.g. \"*.go\"."),
+		})},
+	"todo": {Name: "todo", Service: "toolrunner", Idempotent: true,
+		Description: "The session's task list. Without todos it returns the list; with todos it replaces the whole list.",
+		Parameters: obj([]string{}, map[string]any{
+			"todos": map[string]any{"type": "array", "description": "The complete new list.",
+				"items": obj([]string{"id", "content", "status"}, map[string]any{
+					"id":      str("A short stable id."),
+					"content": str("What to do."),
+					"status":  map[string]any{"type": "string", "enum": []string{"pending", "in_progress", "completed", "cancelled"}},
+				})},
+		})},
+	"clarify": {Name: "clarify", Service: "toolrunner", Idempotent: true,
+		Description: "Ask the user a question and wait for the answer. Use only when you cannot proceed without it.",
+		Parameters: obj([]string{"question"}, map[string]any{
+			"question": str("The question to ask."),
+			"choices":  map[string]any{"type": "array", "items": map[string]any{"type": "string"}, "description": "Suggested answers, if any."},
 		})},
 	"memory": {Name: "memory", Service: "memory",
 		Description: "Durable memory across sessions: 'memory' holds your own notes, 'user' what you know about the user.",

@@ -1,0 +1,161 @@
+package toolrunner
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"runtime"
+	"time"
+
+	"github.com/heraldrun/herald/pkg/bus"
+	"github.com/heraldrun/herald/pkg/config"
+	"github.com/heraldrun/herald/proto"
+)
+
+// Approval modes (approvals.mode).
+const (
+	ApprovalsManual = "manual"
+	ApprovalsOff    = "off"
+	ApprovalsDeny   = "deny"
+)
+
+// Config is the tool runner's configuration.
+type Config struct {
+	// Pool is the pool of sessions this runner serves (herald serve --pool).
+	Pool string
+	// Concurrency caps the calls this process works on at once.
+	Concurrency int
+	// WorkspaceRoot holds every session's workspace folder.
+	WorkspaceRoot string
+	// TerminalMaxChars caps terminal output; longer output keeps head and tail.
+	TerminalMaxChars int
+	// ReadFileMaxLines caps the lines one read_file returns.
+	ReadFileMaxLines int
+	// MaxResultChars caps any other tool's result.
+	MaxResultChars int
+	// TerminalTimeout is the default per-command timeout.
+	TerminalTimeout time.Duration
+	// MaxTerminalTimeout caps the timeout a model may ask for.
+	MaxTerminalTimeout time.Duration
+	// ApprovalsMode is manual, off or deny; a call's own mode wins when set.
+	ApprovalsMode string
+	// ApprovalTimeout is how long an approval or clarify question waits.
+	ApprovalTimeout time.Duration
+	// BreakerThreshold failures of one tool in a session disable it there.
+	BreakerThreshold int
+	// Checkpoints snapshots the workspace before file-changing tools.
+	Checkpoints bool
+	// CheckpointDir keeps the snapshots, outside every workspace.
+	CheckpointDir string
+	// ToolConcurrency caps how many calls of a tool run at once in this process.
+	ToolConcurrency map[string]int
+	// AckWait is how long a call may go without a keep-alive before redelivery.
+	AckWait time.Duration
+	// MaxDeliver is how many deliveries a call gets before it is dead-lettered.
+	MaxDeliver int
+	// MCPServers are stdio MCP servers whose tools this runner offers.
+	MCPServers map[string]config.MCPServer
+	// SearchMaxResults caps the matches search_files returns.
+	SearchMaxResults int
+}
+
+// DefaultConfig returns the defaults of BEHAVIOURS.md.
+func DefaultConfig() Config {
+	return Config{
+		Pool:               bus.DefaultPool,
+		Concurrency:        runtime.NumCPU(),
+		WorkspaceRoot:      filepath.Join(".herald", "workspace"),
+		TerminalMaxChars:   50000,
+		ReadFileMaxLines:   2000,
+		MaxResultChars:     100000,
+		TerminalTimeout:    180 * time.Second,
+		MaxTerminalTimeout: time.Hour,
+		ApprovalsMode:      ApprovalsManual,
+		ApprovalTimeout:    60 * time.Second,
+		BreakerThreshold:   3,
+		CheckpointDir:      filepath.Join(".herald", "checkpoints"),
+		ToolConcurrency:    map[string]int{},
+		AckWait:            30 * time.Second,
+		MaxDeliver:         5,
+		SearchMaxResults:   200,
+	}
+}
+
+// ConfigFrom derives the runner's configuration from Herald's.
+func ConfigFrom(c config.Config) Config {
+	cfg := DefaultConfig()
+	cfg.WorkspaceRoot = c.WorkspaceRoot()
+	cfg.CheckpointDir = filepath.Join(c.DataDir, "checkpoints")
+	set := func(dst *int, v int) {
+		if v > 0 {
+			*dst = v
+		}
+	}
+	set(&cfg.TerminalMaxChars, c.ToolOutput.TerminalMaxChars)
+	set(&cfg.ReadFileMaxLines, c.ToolOutput.ReadFileMaxLines)
+	set(&cfg.MaxResultChars, c.ToolOutput.MaxResultChars)
+	if c.ToolOutput.TerminalTimeout > 0 {
+		cfg.TerminalTimeout = c.ToolOutput.TerminalTimeout
+	}
+	if c.Approvals.Mode != "" {
+		cfg.ApprovalsMode = c.Approvals.Mode
+	}
+	if c.Approvals.Timeout > 0 {
+		cfg.ApprovalTimeout = c.Approvals.Timeout
+	}
+	cfg.MCPServers = c.MCPServers
+	return cfg
+}
+
+// Validate fails fast on settings the runner cannot work with.
+func (c Config) Validate() error {
+	var errs []error
+	check := func(ok bool, format string, a ...any) {
+		if !ok {
+			errs = append(errs, fmt.Errorf(format, a...))
+		}
+	}
+	check(c.Pool == "" || proto.IsToken(c.Pool), "toolrunner: pool %q may hold only letters, digits, '-' and '_'", c.Pool)
+	check(c.Concurrency >= 0, "toolrunner: concurrency must not be negative")
+	check(c.WorkspaceRoot != "", "toolrunner: workspace root is required")
+	check(c.TerminalMaxChars > 0 && c.ReadFileMaxLines > 0 && c.MaxResultChars > 0, "toolrunner: tool_output limits must be positive")
+	check(c.TerminalTimeout > 0, "toolrunner: terminal timeout must be positive")
+	check(c.ApprovalTimeout > 0, "toolrunner: approvals timeout must be positive")
+	check(c.BreakerThreshold > 0, "toolrunner: breaker threshold must be positive")
+	check(!c.Checkpoints || c.CheckpointDir != "", "toolrunner: checkpoints need a checkpoint dir")
+	switch c.ApprovalsMode {
+	case ApprovalsManual, ApprovalsOff, ApprovalsDeny:
+	default:
+		errs = append(errs, fmt.Errorf("toolrunner: approvals mode must be manual, off or deny, got %q", c.ApprovalsMode))
+	}
+	for tool, n := range c.ToolConcurrency {
+		check(n > 0, "toolrunner: concurrency limit of %s must be positive", tool)
+	}
+	for name, s := range c.MCPServers {
+		check(proto.IsToken(name), "toolrunner: MCP server name %q may hold only letters, digits, '-' and '_'", name)
+		check(s.Command != "", "toolrunner: MCP server %s needs a command", name)
+	}
+	return errors.Join(errs...)
+}
+
+func (c *Config) fill() {
+	d := DefaultConfig()
+	if c.Pool == "" {
+		c.Pool = d.Pool
+	}
+	if c.Concurrency <= 0 {
+		c.Concurrency = d.Concurrency
+	}
+	if c.MaxTerminalTimeout <= 0 {
+		c.MaxTerminalTimeout = d.MaxTerminalTimeout
+	}
+	if c.AckWait <= 0 {
+		c.AckWait = d.AckWait
+	}
+	if c.MaxDeliver <= 0 {
+		c.MaxDeliver = d.MaxDeliver
+	}
+	if c.SearchMaxResults <= 0 {
+		c.SearchMaxResults = d.SearchMaxResults
+	}
+}

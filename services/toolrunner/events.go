@@ -1,0 +1,37 @@
+package toolrunner
+
+import (
+	"context"
+	"time"
+
+	"github.com/heraldrun/herald/pkg/bus"
+	"github.com/heraldrun/herald/proto"
+	"github.com/heraldrun/herald/proto/heraldpb"
+)
+
+// event publishes a progress event on the session's events subject.
+func (s *Service) event(req *heraldpb.ToolCallRequest, typ, status string) {
+	err := bus.PublishEvent(s.deps.NC, proto.Event{Type: typ, SessionID: req.GetSessionId(),
+		TaskID: req.GetTaskId(), Step: int(req.GetStep()), Tool: req.GetTool(), CallID: req.GetCallId(), Status: status})
+	if err != nil {
+		s.log.Warn().Err(err).Str("session_id", req.GetSessionId()).Str("call_id", req.GetCallId()).Msg("publishing a progress event failed")
+	}
+}
+
+// toolEvent records the execution for accounting's tool_events table; the
+// call id as message id stores a retried publish once.
+func (s *Service) toolEvent(ctx context.Context, req *heraldpb.ToolCallRequest, o outcome, took time.Duration) {
+	tenant := req.GetTenant()
+	if tenant == "" {
+		tenant = s.deps.Config.Tenant
+	}
+	if tenant == "" {
+		tenant = "default"
+	}
+	ev := &heraldpb.ToolEvent{EventId: req.GetCallId(), TsUnixMs: time.Now().UnixMilli(), Tenant: tenant,
+		SessionId: req.GetSessionId(), TaskId: req.GetTaskId(), CallId: req.GetCallId(), Tool: req.GetTool(),
+		Runner: s.runner, DurationMs: took.Milliseconds(), Status: o.status, OutputBytes: int64(len(o.content))}
+	if err := bus.PublishProto(ctx, s.deps.JS, bus.ToolEventSubject(tenant), req.GetCallId(), ev); err != nil {
+		s.log.Warn().Err(err).Str("session_id", req.GetSessionId()).Str("call_id", req.GetCallId()).Msg("publishing a tool event failed")
+	}
+}

@@ -1,0 +1,157 @@
+package toolrunner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/heraldrun/herald/pkg/bus"
+	"github.com/heraldrun/herald/proto"
+	"github.com/heraldrun/herald/proto/heraldpb"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// handle executes one call from TOOL_CALLS. Problems with the call itself
+// (bad arguments, unknown tool, a path outside the workspace) become error
+// results the model reads; only a payload that is not a call is dead-lettered.
+func (s *Service) handle(ctx context.Context, msg jetstream.Msg) error {
+	req := &heraldpb.ToolCallRequest{}
+	if err := bus.Decode(msg.Data(), req); err != nil {
+		return err
+	}
+	if err := checkCall(req); err != nil {
+		return bus.Permanent(err)
+	}
+	done, err := s.answered(ctx, req)
+	if err != nil || done {
+		return err
+	}
+	start := time.Now()
+	c, early := s.prepare(ctx, req, deliveries(msg))
+	o := early
+	if c != nil {
+		o = s.execute(ctx, c)
+	}
+	return s.finish(ctx, req, o, time.Since(start))
+}
+
+func checkCall(req *heraldpb.ToolCallRequest) error {
+	switch {
+	case !proto.IsToken(req.GetSessionId()):
+		return fmt.Errorf("%w: session_id %q is missing or not a subject token", ErrMalformedCall, req.GetSessionId())
+	case req.GetCallId() == "":
+		return fmt.Errorf("%w: call_id is missing", ErrMalformedCall)
+	case req.GetTool() == "":
+		return fmt.Errorf("%w: tool is missing", ErrMalformedCall)
+	}
+	return nil
+}
+
+// answered reports whether the call already has a result: a redelivered
+// call is acknowledged, never run twice.
+func (s *Service) answered(ctx context.Context, req *heraldpb.ToolCallRequest) (bool, error) {
+	_, err := bus.LastOnSubject(ctx, s.deps.JS, bus.StreamToolResults, bus.ToolResult(req.GetSessionId(), req.GetCallId()))
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("look up result of %s: %w", req.GetCallId(), err)
+	}
+	return true, nil
+}
+
+func deliveries(msg jetstream.Msg) uint64 {
+	if meta, err := msg.Metadata(); err == nil {
+		return meta.NumDelivered
+	}
+	return 1
+}
+
+// prepare resolves what the call needs; when it cannot run, the returned
+// outcome says why.
+func (s *Service) prepare(ctx context.Context, req *heraldpb.ToolCallRequest, delivered uint64) (*call, outcome) {
+	t, spec, found := s.lookup(req.GetTool())
+	if !found || t == nil {
+		return nil, failed(fmt.Errorf("%w %q; this runner offers: %s", ErrUnknownTool, req.GetTool(), s.toolNames()))
+	}
+	if !spec.Idempotent && delivered > 1 {
+		if o, unknown := s.unknownOutcome(ctx, req); unknown {
+			return nil, o
+		}
+	}
+	if o, open := s.breakerOpen(ctx, req); open {
+		return nil, o
+	}
+	ws, err := openWorkspace(s.cfg.WorkspaceRoot, req.GetWorkspace())
+	if err != nil {
+		return nil, failed(err)
+	}
+	return &call{req: req, spec: spec, ws: ws}, outcome{}
+}
+
+// unknownOutcome answers a non-idempotent call that a runner began before it
+// stopped: running it again could repeat its effects.
+func (s *Service) unknownOutcome(ctx context.Context, req *heraldpb.ToolCallRequest) (outcome, bool) {
+	by, err := s.startedBy(ctx, req.GetSessionId(), req.GetCallId())
+	if err != nil || by == "" {
+		return outcome{}, false
+	}
+	return outcome{status: statusUnknown, content: fmt.Sprintf(
+		"outcome unknown: the runner running this %s call (%s) stopped before it reported a result, so it may or may not have taken effect; check before re-running it", req.GetTool(), by)}, true
+}
+
+// execute runs the tool within its concurrency limit, after a checkpoint
+// when it changes files.
+func (s *Service) execute(ctx context.Context, c *call) outcome {
+	release, err := s.limits.acquire(ctx, c.spec.Name)
+	if err != nil {
+		return interrupted(c, err)
+	}
+	defer release()
+	if mutatesFiles(c.spec.Name) {
+		s.checkpoint(c)
+	}
+	if !c.spec.Idempotent {
+		if err := s.markStarted(ctx, c); err != nil {
+			return failed(fmt.Errorf("the runner could not record the call's start, so it was not run: %w", err))
+		}
+	}
+	s.event(c.req, proto.EventToolStarted, "")
+	t, _, _ := s.lookup(c.spec.Name)
+	o := t(ctx, c)
+	if ctx.Err() != nil && o.status != statusOK {
+		return interrupted(c, ctx.Err())
+	}
+	return o
+}
+
+func interrupted(c *call, err error) outcome {
+	return outcome{status: statusUnknown, content: fmt.Sprintf(
+		"outcome unknown: the tool runner stopped while running this %s call (%v); check before re-running it", c.spec.Name, err)}
+}
+
+// finish truncates, counts the outcome against the breaker and publishes it.
+func (s *Service) finish(ctx context.Context, req *heraldpb.ToolCallRequest, o outcome, took time.Duration) error {
+	if req.GetTool() != "terminal" {
+		o.content = truncateHeadTail(o.content, s.cfg.MaxResultChars)
+	}
+	s.recordOutcome(ctx, req, o)
+	// Publishing must survive the runner stopping, or the work is lost.
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	res := &heraldpb.ToolResult{CallId: req.GetCallId(), SessionId: req.GetSessionId(), Step: req.GetStep(),
+		Tool: req.GetTool(), Content: o.content, IsError: o.isError(), Status: o.status,
+		DurationMs: took.Milliseconds(), Runner: s.runner}
+	if err := bus.PublishProto(pctx, s.deps.JS, bus.ToolResult(req.GetSessionId(), req.GetCallId()),
+		req.GetSessionId()+":"+req.GetCallId(), res); err != nil {
+		return fmt.Errorf("publish result of %s: %w", req.GetCallId(), err)
+	}
+	s.event(req, proto.EventToolFinished, o.status)
+	s.toolEvent(pctx, req, o, took)
+	if o.isError() {
+		s.log.Debug().Str("session_id", req.GetSessionId()).Str("call_id", req.GetCallId()).
+			Str("tool", req.GetTool()).Str("status", o.status).Msg("tool call failed")
+	}
+	return nil
+}

@@ -1,0 +1,243 @@
+package toolrunner
+
+import (
+	"path"
+	"regexp"
+	"strings"
+)
+
+// verdict is how a shell command is treated before it runs.
+type verdict int
+
+const (
+	safeCommand   verdict = iota
+	needsApproval         // dangerous: runs only when approved
+	alwaysBlocked         // never runs, whatever the approval
+)
+
+// classification is a verdict and the reason a person reads.
+type classification struct {
+	verdict verdict
+	reason  string
+}
+
+// classifyCommand looks at every simple command in a shell line (split on
+// && || ; | & newlines and substitutions), after stripping quotes and
+// wrappers such as sudo, env, nohup and `bash -c`, so spacing, quoting and
+// chaining do not hide a dangerous command. The strictest verdict wins.
+func classifyCommand(command string) classification {
+	flat := normalizeCommand(command)
+	worst := classification{}
+	consider := func(c classification) {
+		if c.verdict > worst.verdict {
+			worst = c
+		}
+	}
+	consider(classifyWhole(command, flat))
+	for _, seg := range segments(flat) {
+		consider(classifySegment(seg))
+	}
+	return worst
+}
+
+var whitespace = regexp.MustCompile(`\s+`)
+
+// normalizeCommand lowercases, drops quoting and collapses spaces.
+func normalizeCommand(command string) string {
+	s := strings.ToLower(command)
+	s = strings.NewReplacer(`'`, "", `"`, "", `\`+"\n", " ", `\`, "").Replace(s)
+	return strings.TrimSpace(whitespace.ReplaceAllString(s, " "))
+}
+
+var separators = regexp.MustCompile("&&|\\|\\||[;|&\n`(){}]|\\$\\(")
+
+// segments splits a normalized line into simple commands, each with its
+// leading wrappers removed.
+func segments(flat string) []string {
+	var out []string
+	for _, part := range separators.Split(flat, -1) {
+		if seg := stripWrappers(strings.Fields(part)); len(seg) > 0 {
+			out = append(out, strings.Join(seg, " "))
+		}
+	}
+	return out
+}
+
+// wrappers run the command that follows them; their own flags are skipped.
+var wrappers = map[string]bool{"sudo": true, "doas": true, "env": true, "nohup": true, "nice": true,
+	"time": true, "command": true, "exec": true, "builtin": true, "xargs": true, "eval": true,
+	"timeout": true, "stdbuf": true, "ionice": true, "su": true}
+
+var shells = map[string]bool{"sh": true, "bash": true, "zsh": true, "dash": true, "ksh": true}
+
+func stripWrappers(words []string) []string {
+	for len(words) > 0 {
+		w := path.Base(words[0])
+		switch {
+		case strings.Contains(w, "=") && !strings.HasPrefix(w, "-"):
+			words = words[1:] // VAR=value
+		case wrappers[w]:
+			words = skipFlags(words[1:], w == "timeout")
+		case shells[w] && len(words) > 1 && strings.HasPrefix(words[1], "-") && strings.Contains(words[1], "c"):
+			words = words[2:]
+		default:
+			words[0] = w
+			return words
+		}
+	}
+	return nil
+}
+
+// skipFlags drops a wrapper's options (and timeout's duration).
+func skipFlags(words []string, durationArg bool) []string {
+	for len(words) > 0 && (strings.HasPrefix(words[0], "-") || strings.Contains(words[0], "=")) {
+		if (words[0] == "-u" || words[0] == "-n" || words[0] == "-c") && len(words) > 1 {
+			words = words[1:]
+		}
+		words = words[1:]
+	}
+	if durationArg && len(words) > 0 {
+		words = words[1:]
+	}
+	return words
+}
+
+// rule matches one simple command (anchored at its first word).
+type rule struct {
+	re     *regexp.Regexp
+	reason string
+}
+
+func rules(v verdict, pairs ...string) []classificationRule {
+	out := make([]classificationRule, 0, len(pairs)/2)
+	for i := 0; i+1 < len(pairs); i += 2 {
+		out = append(out, classificationRule{rule{regexp.MustCompile(pairs[i]), pairs[i+1]}, v})
+	}
+	return out
+}
+
+type classificationRule struct {
+	rule
+	verdict verdict
+}
+
+var blockDevice = `/dev/(sd|hd|vd|xvd|nvme|mmcblk|disk|md|dm-|mapper/|loop|root)`
+
+var segmentRules = append(rules(alwaysBlocked,
+	`^mkfs(\.[a-z0-9]+)?( |$)`, "formats a filesystem",
+	`^(mke2fs|mkswap|wipefs)( |$)`, "formats or wipes a device",
+	`^dd .*\bof=`+blockDevice, "dd onto a block device",
+	`^(shutdown|reboot|halt|poweroff)( |$)`, "shuts down or restarts the machine",
+	`^(init|telinit) [06]( |$)`, "shuts down or restarts the machine",
+	`^systemctl (poweroff|reboot|halt|kexec)( |$)`, "shuts down or restarts the machine",
+	`^kill( -[a-z0-9]+)* (-- )?-1$`, "kills every process the user can signal",
+	`^chmod -r [0-7]*7[0-7]* /$`, "opens the whole filesystem to everyone",
+), rules(needsApproval,
+	`^find .*(-delete|-exec rm)`, "deletes files recursively (find)",
+	`^chmod .*(\b777\b|\b[0-7]?77[0-7]\b|a\+rwx|ugo\+rwx)`, "makes files writable by everyone (chmod 777)",
+	`^chown -r `, "changes ownership recursively",
+	`^git .*\breset .*--hard`, "discards uncommitted work (git reset --hard)",
+	`^git .*\bpush .*( -f( |$)|--force)`, "rewrites remote history (force push)",
+	`^git .*\bclean .*-[a-z]*f`, "deletes untracked files (git clean -f)",
+	`^git .*\bbranch .*-d `, "deletes a branch",
+	`^(pkill|killall)( |$)`, "kills processes by name",
+	`^kill -(9|kill|sigkill)( |$)`, "force-kills processes",
+	`^systemctl (stop|disable|mask) `, "stops a system service",
+	`^crontab -r`, "removes the crontab",
+	`^mv .* /dev/null$`, "moves files into /dev/null",
+	`^truncate .*-s ?0`, "empties files",
+)...)
+
+// anywhereRules match inside any simple command (SQL in a client's argument).
+var anywhereRules = rules(needsApproval,
+	`\bdrop (table|database|schema)\b`, "drops a database object (DROP)",
+	`\btruncate table\b`, "empties a table (TRUNCATE)",
+)
+
+var deleteFrom = regexp.MustCompile(`\bdelete from\b`)
+var where = regexp.MustCompile(`\bwhere\b`)
+
+func classifySegment(seg string) classification {
+	if c := classifyRm(strings.Fields(seg)); c.verdict != safeCommand {
+		return c
+	}
+	worst := classification{}
+	for _, r := range append(segmentRules, anywhereRules...) {
+		if r.verdict > worst.verdict && r.re.MatchString(seg) {
+			worst = classification{r.verdict, r.reason}
+		}
+	}
+	if worst.verdict == safeCommand && deleteFrom.MatchString(seg) && !where.MatchString(seg) {
+		worst = classification{needsApproval, "deletes every row of a table (DELETE without WHERE)"}
+	}
+	return worst
+}
+
+// classifyRm: any recursive rm needs approval; one aimed at the root is blocked.
+func classifyRm(words []string) classification {
+	if len(words) == 0 || words[0] != "rm" {
+		return classification{}
+	}
+	recursive, root := false, false
+	for _, w := range words[1:] {
+		switch {
+		case w == "--recursive" || w == "--no-preserve-root":
+			recursive = recursive || w == "--recursive"
+			root = root || w == "--no-preserve-root"
+		case strings.HasPrefix(w, "-") && !strings.HasPrefix(w, "--") && strings.Contains(w, "r"):
+			recursive = true
+		case isRootTarget(w):
+			root = true
+		}
+	}
+	switch {
+	case recursive && root:
+		return classification{alwaysBlocked, "deletes the whole filesystem (rm -rf /)"}
+	case recursive:
+		return classification{needsApproval, "deletes files recursively (rm -r)"}
+	}
+	return classification{}
+}
+
+func isRootTarget(w string) bool {
+	switch strings.TrimRight(w, "*") {
+	case "/", "/.", "/..", "":
+		return strings.HasPrefix(w, "/")
+	}
+	return false
+}
+
+var (
+	pipeToShell   = regexp.MustCompile(`\b(curl|wget|fetch)\b[^;&]*\| ?(sudo )?(\S*/)?(ba|z|da|k)?sh\b`)
+	shellFromURL  = regexp.MustCompile(`\b(ba|z|da|k)?sh (-c )?(<\(|\$\() ?(curl|wget)\b`)
+	deviceWrite   = regexp.MustCompile(`>>? ?` + blockDevice)
+	systemWrite   = regexp.MustCompile(`(>>? ?|\btee (-a )?)/etc/`)
+	forkBombShape = regexp.MustCompile(`([a-z_:][a-z0-9_:]*)\(\)\{([a-z_:][a-z0-9_:]*)\|([a-z_:][a-z0-9_:]*)&\};([a-z_:][a-z0-9_:]*)`)
+)
+
+// classifyWhole catches what spans simple commands: pipes into a shell,
+// redirections and fork bombs.
+func classifyWhole(raw, flat string) classification {
+	if isForkBomb(raw) {
+		return classification{alwaysBlocked, "a fork bomb"}
+	}
+	switch {
+	case deviceWrite.MatchString(flat):
+		return classification{alwaysBlocked, "writes onto a block device"}
+	case pipeToShell.MatchString(flat) || shellFromURL.MatchString(flat):
+		return classification{needsApproval, "runs a script downloaded from the network (curl | sh)"}
+	case systemWrite.MatchString(flat):
+		return classification{needsApproval, "overwrites system configuration under /etc"}
+	}
+	return classification{}
+}
+
+func isForkBomb(raw string) bool {
+	compact := whitespace.ReplaceAllString(strings.ToLower(raw), "")
+	for _, m := range forkBombShape.FindAllStringSubmatch(compact, -1) {
+		if m[1] == m[2] && m[2] == m[3] && m[3] == m[4] {
+			return true
+		}
+	}
+	return false
+}

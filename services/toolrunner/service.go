@@ -1,0 +1,111 @@
+package toolrunner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+
+	"github.com/heraldrun/herald/pkg/bus"
+	"github.com/heraldrun/herald/pkg/service"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+)
+
+// Service is one tool runner process's share of the work.
+type Service struct {
+	cfg    Config
+	deps   service.Deps
+	log    zerolog.Logger
+	runner string
+	tools  map[string]tool
+	limits *toolLimits
+
+	mu      sync.Mutex
+	started bool
+	worker  *bus.Worker
+	state   jetstream.KeyValue
+	mcp     *mcpHub
+	specSub *nats.Subscription
+}
+
+// New checks cfg and prepares a runner; Start makes it take work.
+func New(cfg Config, deps service.Deps) (*Service, error) {
+	cfg.fill()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if deps.NC == nil || deps.JS == nil {
+		return nil, errors.New("toolrunner: a NATS connection and JetStream are required")
+	}
+	runner := deps.Instance
+	if runner == "" {
+		host, _ := os.Hostname()
+		runner = fmt.Sprintf("%s-%d", host, os.Getpid())
+	}
+	s := &Service{cfg: cfg, deps: deps, runner: runner,
+		log:    deps.Log.With().Str("service", "toolrunner").Str("runner", runner).Logger(),
+		limits: newToolLimits(cfg.ToolConcurrency)}
+	s.tools = s.builtinTools()
+	return s, nil
+}
+
+// Name is the service's name in the herald binary.
+func (s *Service) Name() string { return "toolrunner" }
+
+// Start opens the runner's state, starts the MCP servers, then takes calls.
+func (s *Service) Start(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.started {
+		return errors.New("toolrunner: already started")
+	}
+	kv, err := s.deps.JS.CreateOrUpdateKeyValue(ctx, stateBucket(s.deps.Config.Replicas))
+	if err != nil {
+		return fmt.Errorf("toolrunner: state bucket: %w", err)
+	}
+	s.state = kv
+	if err := s.startMCP(ctx); err != nil {
+		return err
+	}
+	if s.specSub, err = s.serveSpecs(); err != nil {
+		s.stopMCP()
+		return err
+	}
+	s.worker, err = bus.StartWorker(ctx, s.deps.JS, bus.ConsumerSpec{
+		Stream:         bus.StreamToolCalls,
+		Durable:        "toolrunner-" + s.cfg.Pool,
+		FilterSubjects: []string{bus.ToolRunnerFilter(s.cfg.Pool)},
+		Concurrency:    s.cfg.Concurrency,
+		MaxDeliver:     s.cfg.MaxDeliver,
+		AckWait:        s.cfg.AckWait,
+	}, s.handle, s.log)
+	if err != nil {
+		_ = s.specSub.Unsubscribe()
+		s.stopMCP()
+		return fmt.Errorf("toolrunner: %w", err)
+	}
+	s.started = true
+	s.log.Info().Str("pool", s.cfg.Pool).Int("concurrency", s.cfg.Concurrency).Int("tools", len(s.tools)).Msg("tool runner started")
+	return nil
+}
+
+// Shutdown stops taking calls and waits for those in flight until ctx ends;
+// calls still running then are stopped and reported as interrupted.
+func (s *Service) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.started {
+		return nil
+	}
+	s.started = false
+	if s.specSub != nil {
+		_ = s.specSub.Unsubscribe()
+	}
+	err := s.worker.Stop(ctx)
+	s.stopMCP()
+	s.log.Info().Msg("tool runner stopped")
+	return err
+}

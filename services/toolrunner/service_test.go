@@ -1,0 +1,170 @@
+package toolrunner
+
+import (
+	"context"
+	"github.com/heraldrun/herald/proto/heraldpb"
+	gproto "google.golang.org/protobuf/proto"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/heraldrun/herald/pkg/bus"
+	"github.com/heraldrun/herald/pkg/heraldtest"
+	"github.com/heraldrun/herald/proto"
+	"github.com/stretchr/testify/require"
+)
+
+func TestWriteThenReadRoundTrip(t *testing.T) {
+	h := newHarness(t)
+	evs := h.events()
+	res := h.call("write_file", map[string]any{"path": "notes/hello.txt", "content": "hello\nworld\n"})
+	require.False(t, res.GetIsError(), res.GetContent())
+	require.Equal(t, "ok", res.GetStatus())
+	require.Equal(t, "runner-1", res.GetRunner())
+
+	res = h.call("read_file", map[string]any{"path": "notes/hello.txt"})
+	require.False(t, res.GetIsError(), res.GetContent())
+	require.Contains(t, res.GetContent(), "     1|hello\n     2|world\n")
+
+	started := waitEvent(t, evs, proto.EventToolStarted)
+	require.Equal(t, "write_file", started.Tool)
+	finished := waitEvent(t, evs, proto.EventToolFinished)
+	require.Equal(t, "ok", finished.Status)
+	require.Equal(t, started.CallID, finished.CallID)
+}
+
+func TestReadFileOffsetLimitAndCap(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.ReadFileMaxLines = 50 })
+	var b strings.Builder
+	for i := 1; i <= 120; i++ {
+		b.WriteString("line\n")
+	}
+	require.NoError(t, os.WriteFile(filepath.Join(h.cfg.WorkspaceRoot, "big.txt"), []byte(b.String()), 0o644))
+
+	res := h.call("read_file", map[string]any{"path": "big.txt", "offset": 100, "limit": 5})
+	require.Contains(t, res.GetContent(), "   100|line")
+	require.Contains(t, res.GetContent(), "   104|line")
+	require.NotContains(t, res.GetContent(), "   105|")
+	require.Contains(t, res.GetContent(), "offset=105")
+
+	res = h.call("read_file", map[string]any{"path": "big.txt", "limit": 1000})
+	require.Contains(t, res.GetContent(), "    50|line")
+	require.NotContains(t, res.GetContent(), "    51|")
+	require.Contains(t, res.GetContent(), "showing lines 1-50 of 120")
+}
+
+func TestPathsOutsideTheWorkspaceAreRefused(t *testing.T) {
+	h := newHarness(t)
+	outside := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(outside, "secret.txt"), []byte("top secret"), 0o644))
+	require.NoError(t, os.Symlink(outside, filepath.Join(h.cfg.WorkspaceRoot, "link")))
+	require.NoError(t, os.Symlink(filepath.Join(outside, "secret.txt"), filepath.Join(h.cfg.WorkspaceRoot, "secret-link")))
+
+	for _, path := range []string{"../x", "/etc/passwd", "a/../../x", "link/secret.txt", "secret-link", filepath.Join(outside, "secret.txt")} {
+		t.Run(path, func(t *testing.T) {
+			res := h.call("read_file", map[string]any{"path": path})
+			require.True(t, res.GetIsError())
+			require.Equal(t, "denied", res.GetStatus())
+			require.Contains(t, res.GetContent(), "outside the workspace")
+			require.NotContains(t, res.GetContent(), "top secret")
+		})
+	}
+	res := h.call("write_file", map[string]any{"path": "link/new.txt", "content": "x"})
+	require.Equal(t, "denied", res.GetStatus())
+	require.NoFileExists(t, filepath.Join(outside, "new.txt"))
+
+	// A path that stays inside is fine, however it is spelt.
+	res = h.call("write_file", map[string]any{"path": "a/../inside.txt", "content": "ok"})
+	require.False(t, res.GetIsError(), res.GetContent())
+	require.FileExists(t, filepath.Join(h.cfg.WorkspaceRoot, "inside.txt"))
+}
+
+func TestTaskWorkspaceIsASubfolder(t *testing.T) {
+	h := newHarness(t)
+	req := h.request("write_file", map[string]any{"path": "f.txt", "content": "x"})
+	req.Workspace = "proj/a"
+	res := h.run(req)
+	require.False(t, res.GetIsError(), res.GetContent())
+	require.FileExists(t, filepath.Join(h.cfg.WorkspaceRoot, "proj", "a", "f.txt"))
+}
+
+func TestBadArgumentsNameTheField(t *testing.T) {
+	h := newHarness(t)
+	cases := []struct {
+		tool, args string
+		want       []string
+	}{
+		{"read_file", `{"path": 3}`, []string{`"path" must be a string`, `"path": string (required)`}},
+		{"read_file", `{}`, []string{`"path" is required`}},
+		{"read_file", `{"path": "a", "offset": "ten"}`, []string{`"offset" must be an integer`}},
+		{"write_file", `{"path": "a"}`, []string{`"content" is required`}},
+		{"terminal", `{"command": "ls", "timeout": 1.5}`, []string{`"timeout" must be an integer`}},
+		{"terminal", `{"cmd": "ls"}`, []string{`"command" is required`}},
+		{"read_file", `not json`, []string{"not a JSON object", `"path": string (required)`}},
+		{"no_such_tool", `{}`, []string{"unknown tool", "read_file"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.tool+" "+tc.args, func(t *testing.T) {
+			res := h.call(tc.tool, tc.args)
+			require.True(t, res.GetIsError())
+			for _, w := range tc.want {
+				require.Contains(t, res.GetContent(), w)
+			}
+		})
+	}
+	require.Empty(t, heraldtest.DeadLetters(t, h.bus.JS, bus.StreamToolCalls))
+}
+
+func TestRedeliveredCallIsNotRunTwice(t *testing.T) {
+	h := newHarness(t)
+	req := h.request("terminal", map[string]any{"command": "echo ran >> count.txt"})
+	first := h.run(req)
+	require.False(t, first.GetIsError(), first.GetContent())
+
+	// The same call again, as JetStream redelivers it after a lost ack.
+	h.publish(req, "redelivery-of-"+req.GetCallId())
+	h.drained()
+	data, err := os.ReadFile(filepath.Join(h.cfg.WorkspaceRoot, "count.txt"))
+	require.NoError(t, err)
+	require.Equal(t, "ran\n", string(data))
+	require.Equal(t, first.GetDurationMs(), lastResult(t, h.bus.JS, req).GetDurationMs())
+}
+
+func TestMalformedCallIsDeadLetteredAndRunnerKeepsWorking(t *testing.T) {
+	h := newHarness(t)
+	require.NoError(t, h.bus.NC.Publish(bus.ToolCall(bus.DefaultPool, h.sid), []byte("\xff\x00 not protobuf")))
+	missing := h.request("read_file", `{"path":"x"}`)
+	missing.SessionId = ""
+	data, err := gproto.Marshal(missing)
+	require.NoError(t, err)
+	require.NoError(t, h.bus.NC.Publish(bus.ToolCall(bus.DefaultPool, h.sid), data))
+
+	require.Eventually(t, func() bool {
+		return len(heraldtest.DeadLetters(t, h.bus.JS, bus.StreamToolCalls)) == 2
+	}, 10*time.Second, 10*time.Millisecond)
+	dls := heraldtest.DeadLetters(t, h.bus.JS, bus.StreamToolCalls)
+	require.Contains(t, dls[0].Header.Get(bus.HeaderError), "malformed")
+	require.Contains(t, dls[1].Header.Get(bus.HeaderError), "session_id")
+
+	res := h.call("write_file", map[string]any{"path": "after.txt", "content": "still here"})
+	require.False(t, res.GetIsError(), res.GetContent())
+}
+
+func TestToolEventsReachTheToolEventsStream(t *testing.T) {
+	h := newHarness(t)
+	req := h.request("write_file", map[string]any{"path": "a.txt", "content": "abc"})
+	h.run(req)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	m, err := bus.LastOnSubject(ctx, h.bus.JS, bus.StreamToolEvents, bus.ToolEventSubject("acme"))
+	require.NoError(t, err)
+	ev := &heraldpb.ToolEvent{}
+	require.NoError(t, bus.Decode(m.Data, ev))
+	require.Equal(t, req.GetCallId(), ev.GetEventId())
+	require.Equal(t, "write_file", ev.GetTool())
+	require.Equal(t, "runner-1", ev.GetRunner())
+	require.Equal(t, "ok", ev.GetStatus())
+	require.Positive(t, ev.GetOutputBytes())
+}

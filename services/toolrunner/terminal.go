@@ -1,0 +1,99 @@
+package toolrunner
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os/exec"
+	"syscall"
+	"time"
+)
+
+type terminalArgs struct {
+	Command string `json:"command"`
+	Timeout *int   `json:"timeout"`
+}
+
+// terminalReply is the JSON the model reads.
+type terminalReply struct {
+	Output   string `json:"output"`
+	ExitCode int    `json:"exit_code"`
+	Error    string `json:"error,omitempty"`
+}
+
+func (s *Service) terminal(ctx context.Context, c *call) outcome {
+	var a terminalArgs
+	if err := decodeArgs(c.spec.Name, c.spec.Parameters, c.req.GetArguments(), &a); err != nil {
+		return failed(err)
+	}
+	if a.Command == "" {
+		return failed(argError(c.spec.Name, c.spec.Parameters, `field "command" must not be empty`))
+	}
+	if denied, ok := s.approve(ctx, c, a.Command); !ok {
+		return denied
+	}
+	timeout := s.terminalTimeout(c, a.Timeout)
+	out, code, err := runCommand(ctx, c.ws.root, a.Command, timeout, s.cfg.TerminalMaxChars*4)
+	reply := terminalReply{Output: truncateHeadTail(out, s.cfg.TerminalMaxChars), ExitCode: code}
+	status := statusOK
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		status = statusTimeout
+		reply.Error = fmt.Sprintf("the command timed out after %s; it and every process it started were killed", timeout)
+	case err != nil:
+		status = statusError
+		reply.Error = err.Error()
+	}
+	data, _ := json.Marshal(reply)
+	return outcome{content: string(data), status: status}
+}
+
+func (s *Service) terminalTimeout(c *call, asked *int) time.Duration {
+	t := s.cfg.TerminalTimeout
+	if n := c.req.GetTimeoutSeconds(); n > 0 {
+		t = time.Duration(n) * time.Second
+	}
+	if asked != nil && *asked > 0 {
+		t = time.Duration(*asked) * time.Second
+	}
+	return min(t, s.cfg.MaxTerminalTimeout)
+}
+
+// runCommand runs command with bash in its own process group, so a timeout
+// (or the runner stopping) kills everything the command started, not just
+// the shell. It returns the combined output, the exit code (-1 when killed)
+// and context.DeadlineExceeded on a timeout.
+func runCommand(parent context.Context, dir, command string, timeout time.Duration, keep int) (string, int, error) {
+	ctx, cancel := context.WithTimeout(parent, timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "bash", "-c", command)
+	cmd.Dir = dir
+	cmd.Env = scrubbedEnv()
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	// Children that keep the output pipe open must not hold us past the kill.
+	cmd.WaitDelay = 2 * time.Second
+	buf := newHeadTailBuffer(keep)
+	cmd.Stdout, cmd.Stderr = buf, buf
+	err := cmd.Run()
+	// The shell may exit while a background child lives on in the group.
+	if cmd.Process != nil {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	}
+	out := buf.String()
+	if parent.Err() != nil {
+		return out, -1, fmt.Errorf("command stopped: %w", parent.Err())
+	}
+	if ctx.Err() != nil {
+		return out, -1, context.DeadlineExceeded
+	}
+	var exit *exec.ExitError
+	if errors.As(err, &exit) {
+		return out, exit.ExitCode(), nil
+	}
+	if err != nil {
+		return out, -1, fmt.Errorf("run command: %w", err)
+	}
+	return out, 0, nil
+}

@@ -1,0 +1,86 @@
+package toolrunner
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestTerminalReportsOutputAndExitCode(t *testing.T) {
+	h := newHarness(t)
+	res := h.call("terminal", map[string]any{"command": "echo out; echo err >&2; exit 3"})
+	r := terminalOf(t, res)
+	require.Equal(t, 3, r.ExitCode)
+	require.Contains(t, r.Output, "out")
+	require.Contains(t, r.Output, "err")
+	require.Equal(t, "ok", res.GetStatus())
+}
+
+func TestTerminalTimeoutKillsTheProcessGroup(t *testing.T) {
+	h := newHarness(t)
+	start := time.Now()
+	res := h.call("terminal", map[string]any{"command": "sleep 60 & echo $! > child.pid; sleep 60", "timeout": 1})
+	require.Less(t, time.Since(start), 10*time.Second)
+	require.Equal(t, "timeout", res.GetStatus())
+	require.True(t, res.GetIsError())
+	r := terminalOf(t, res)
+	require.Contains(t, r.Error, "timed out")
+
+	data, err := os.ReadFile(filepath.Join(h.cfg.WorkspaceRoot, "child.pid"))
+	require.NoError(t, err)
+	pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return !processAlive(pid) }, 5*time.Second, 20*time.Millisecond,
+		"the background child %d outlived the timeout", pid)
+}
+
+// processAlive: present in /proc and not a zombie.
+func processAlive(pid int) bool {
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+	return len(fields) > 0 && fields[0] != "Z"
+}
+
+func TestTerminalOutputIsTruncatedHeadAndTail(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.TerminalMaxChars = 1000 })
+	res := h.call("terminal", map[string]any{"command": "echo FIRST; seq 1 100000; echo LAST"})
+	r := terminalOf(t, res)
+	require.Contains(t, r.Output, "FIRST")
+	require.Contains(t, r.Output, "LAST")
+	require.Contains(t, r.Output, "truncated")
+	require.Less(t, len([]rune(r.Output)), 1300)
+	require.Equal(t, 0, r.ExitCode)
+}
+
+func TestTerminalEnvironmentHasNoSecrets(t *testing.T) {
+	t.Setenv("OPENAI_API_KEY", "sk-fake-openai-123")
+	t.Setenv("GITHUB_TOKEN", "ghp_fake456")
+	t.Setenv("HERALD_API_KEY", "herald-fake-789")
+	t.Setenv("NATS_CREDS", "/secret/nats.creds")
+	t.Setenv("MY_DB_PASSWORD", "hunter2")
+	t.Setenv("HARMLESS_SETTING", "visible")
+	h := newHarness(t)
+	out := terminalOf(t, h.call("terminal", map[string]any{"command": "env"})).Output
+	for _, secret := range []string{"sk-fake-openai-123", "ghp_fake456", "herald-fake-789", "nats.creds", "hunter2", "OPENAI_API_KEY"} {
+		require.NotContains(t, out, secret)
+	}
+	require.Contains(t, out, "HARMLESS_SETTING=visible")
+	require.Contains(t, out, "PATH=")
+}
+
+func TestTruncateHeadTail(t *testing.T) {
+	s := strings.Repeat("a", 500) + strings.Repeat("é", 500) + strings.Repeat("z", 500)
+	out := truncateHeadTail(s, 100)
+	require.True(t, strings.HasPrefix(out, "aaaa"))
+	require.True(t, strings.HasSuffix(out, "zzzz"))
+	require.Contains(t, out, "1400 characters truncated")
+	require.Equal(t, "short", truncateHeadTail("short", 100))
+}

@@ -1,0 +1,112 @@
+package toolrunner
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// workspace is one session's folder; every path a tool touches resolves
+// inside it.
+type workspace struct {
+	// root is absolute with every symlink evaluated, so containment checks
+	// compare real locations.
+	root string
+}
+
+// openWorkspace returns the folder sub under root, creating it if missing.
+func openWorkspace(root, sub string) (workspace, error) {
+	if strings.HasPrefix(sub, "/") || hasDotDot(sub) {
+		return workspace{}, fmt.Errorf("workspace %q: %w", sub, ErrOutsideWorkspace)
+	}
+	abs, err := filepath.Abs(filepath.Join(root, sub))
+	if err != nil {
+		return workspace{}, fmt.Errorf("workspace: %w", err)
+	}
+	if err := os.MkdirAll(abs, 0o755); err != nil {
+		return workspace{}, fmt.Errorf("create workspace: %w", err)
+	}
+	real, err := filepath.EvalSymlinks(abs)
+	if err != nil {
+		return workspace{}, fmt.Errorf("workspace: %w", err)
+	}
+	return workspace{root: real}, nil
+}
+
+// resolve turns a path given by the model into an absolute path inside the
+// workspace. It refuses '..' escapes, absolute paths elsewhere and symlinks
+// (anywhere along the path) that lead out.
+func (w workspace) resolve(p string) (string, error) {
+	if strings.TrimSpace(p) == "" {
+		return "", &toolError{status: statusError, msg: "path must not be empty"}
+	}
+	abs := p
+	if !filepath.IsAbs(p) {
+		abs = filepath.Join(w.root, p)
+	}
+	abs = filepath.Clean(abs)
+	if !w.contains(abs) {
+		return "", w.outside(p)
+	}
+	real, err := realPath(abs)
+	if err != nil {
+		return "", fmt.Errorf("resolve %s: %w", p, err)
+	}
+	if !w.contains(real) {
+		return "", w.outside(p)
+	}
+	return real, nil
+}
+
+func (w workspace) outside(p string) error {
+	return fmt.Errorf("%q: %w (%s); use a path relative to the workspace", p, ErrOutsideWorkspace, w.root)
+}
+
+func (w workspace) contains(abs string) bool {
+	rel, err := filepath.Rel(w.root, abs)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
+}
+
+// rel is abs relative to the root, for messages the model reads.
+func (w workspace) rel(abs string) string {
+	if r, err := filepath.Rel(w.root, abs); err == nil {
+		return r
+	}
+	return abs
+}
+
+// realPath evaluates the symlinks of the deepest existing ancestor of abs
+// and appends the part that does not exist yet.
+func realPath(abs string) (string, error) {
+	existing, rest := abs, ""
+	for {
+		if _, err := os.Lstat(existing); err == nil {
+			break
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			return "", err
+		}
+		parent := filepath.Dir(existing)
+		if parent == existing {
+			break
+		}
+		rest = filepath.Join(filepath.Base(existing), rest)
+		existing = parent
+	}
+	real, err := filepath.EvalSymlinks(existing)
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(real, rest), nil
+}
+
+func hasDotDot(p string) bool {
+	for _, part := range strings.Split(filepath.ToSlash(p), "/") {
+		if part == ".." {
+			return true
+		}
+	}
+	return false
+}
