@@ -23,11 +23,12 @@ func (s *Service) approve(ctx context.Context, c *call, command string) (outcome
 	if mode == "" {
 		mode = s.cfg.ApprovalsMode
 	}
+	// deny is a policy: it wins over a task's own pre-approval.
 	switch {
-	case mode == ApprovalsOff || c.req.GetApproved():
-		return outcome{}, true
 	case mode == ApprovalsDeny:
 		return denied(cl, "approvals are set to deny"), false
+	case mode == ApprovalsOff || c.req.GetApproved():
+		return outcome{}, true
 	}
 	ev := proto.Event{Type: proto.EventApproval, RequestID: requestID("approval", c.req), Args: command,
 		Message: fmt.Sprintf("The agent wants to run a command that %s. Approve?", cl.reason), Choices: []string{"yes", "no"}}

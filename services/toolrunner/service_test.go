@@ -145,8 +145,9 @@ func TestMalformedCallIsDeadLetteredAndRunnerKeepsWorking(t *testing.T) {
 		return len(heraldtest.DeadLetters(t, h.bus.JS, bus.StreamToolCalls)) == 2
 	}, 10*time.Second, 10*time.Millisecond)
 	dls := heraldtest.DeadLetters(t, h.bus.JS, bus.StreamToolCalls)
-	require.Contains(t, dls[0].Header.Get(bus.HeaderError), "malformed")
-	require.Contains(t, dls[1].Header.Get(bus.HeaderError), "session_id")
+	reasons := dls[0].Header.Get(bus.HeaderError) + " | " + dls[1].Header.Get(bus.HeaderError)
+	require.Contains(t, reasons, "malformed *heraldpb.ToolCallRequest")
+	require.Contains(t, reasons, "session_id")
 
 	res := h.call("write_file", map[string]any{"path": "after.txt", "content": "still here"})
 	require.False(t, res.GetIsError(), res.GetContent())
