@@ -70,7 +70,9 @@ func runCommand(parent context.Context, dir, command string, timeout time.Durati
 	cmd := exec.CommandContext(ctx, "bash", "-c", command)
 	cmd.Dir = dir
 	cmd.Env = scrubbedEnv()
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Pdeathsig: a runner killed with -9 takes its command's shell with it
+	// (the call is then redelivered and reported as outcome unknown).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	// Children that keep the output pipe open must not hold us past the kill.
 	cmd.WaitDelay = 2 * time.Second
