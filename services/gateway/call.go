@@ -1,0 +1,199 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/heraldrun/herald/proto/heraldpb"
+	"google.golang.org/protobuf/proto"
+)
+
+// callRun is one LLM request being served: every attempt on every provider
+// of its chain, the usage they add up to, and the progress they publish.
+type callRun struct {
+	s        *Service
+	req      *heraldpb.LLMRequest
+	tenant   string
+	started  time.Time
+	attempts int
+	usage    *heraldpb.Usage
+	costNano uint64
+	progress *progress
+}
+
+// serve answers req: attempts with retries along the fallback chain. It
+// always returns a response; failures are described in it.
+func (s *Service) serve(ctx context.Context, req *heraldpb.LLMRequest) *heraldpb.LLMResponse {
+	r := &callRun{s: s, req: req, tenant: tenantOf(req, s.cfg.Tenant), started: time.Now(),
+		usage: &heraldpb.Usage{}, progress: &progress{s: s, req: req}}
+	chain := s.health.chain(req, len(s.endpoints))
+	var last *attemptError
+	var lastEp endpoint
+	for i, idx := range chain {
+		ep := s.endpoints[idx]
+		if i > 0 {
+			r.progress.fallback(lastEp, ep, last)
+		}
+		ans, ae := r.onEndpoint(ctx, ep, i < len(chain)-1)
+		if ae == nil {
+			s.health.servedBy(req, idx)
+			return r.success(ep, ans)
+		}
+		last, lastEp = ae, ep
+		if ae.class == ClassRateLimit {
+			s.health.coolDown(idx)
+		}
+		if !ae.policy.Fallback {
+			break
+		}
+	}
+	return r.failure(lastEp, last)
+}
+
+// onEndpoint makes up to MaxAttempts attempts on ep. An overloaded provider
+// is left at once when a fallback can take over.
+func (r *callRun) onEndpoint(ctx context.Context, ep endpoint, hasNext bool) (modelAnswer, *attemptError) {
+	for try := 1; ; try++ {
+		ans, ae := r.attempt(ctx, ep)
+		if ae == nil {
+			return ans, nil
+		}
+		giveUp := !ae.policy.Retryable || try >= r.s.cfg.MaxAttempts || (hasNext && ae.class == ClassOverloaded)
+		if giveUp {
+			return modelAnswer{}, ae
+		}
+		wait := retryDelay(r.s.cfg.Retry, try, ae)
+		r.progress.retry(ep, try, ae, wait)
+		if !sleep(ctx, wait) {
+			return modelAnswer{}, r.stopped(ctx, ae)
+		}
+	}
+}
+
+// attempt is one request to one provider, billed with its own usage event.
+func (r *callRun) attempt(ctx context.Context, ep endpoint) (modelAnswer, *attemptError) {
+	if ae := r.checkBudgets(ctx); ae != nil {
+		return modelAnswer{}, ae
+	}
+	r.attempts++
+	actx, cancel := context.WithTimeout(ctx, r.s.cfg.Retry.CallTimeout)
+	defer cancel()
+	t0 := time.Now()
+	ans, err := r.ask(actx, ep)
+	latency := time.Since(t0)
+	var ae *attemptError
+	switch {
+	case ctx.Err() != nil:
+		ae = r.stopped(ctx, classify(err))
+	case err != nil:
+		ae = classify(err)
+	}
+	if ae != nil {
+		ae.detail = redact(ae.detail, ep.apiKey)
+		r.bill(ctx, ep, nil, latency, ae)
+		return modelAnswer{}, ae
+	}
+	ans.message.Content = ScrubMemoryContext(ans.message.GetContent())
+	r.bill(ctx, ep, ans.usage, latency, nil)
+	return ans, nil
+}
+
+func (r *callRun) ask(ctx context.Context, ep endpoint) (modelAnswer, error) {
+	if ep.apiKey == "" && !isLocal(ep.baseURL) {
+		return modelAnswer{}, newAttemptError(ClassAuth, fmt.Sprintf(
+			"no API key is configured for %s: set api_key_env in herald.yaml, HERALD_API_KEY or the provider's usual variable", ep.provider), nil)
+	}
+	call := modelCall{model: r.modelFor(ep), messages: r.req.GetMessages(), tools: r.req.GetTools(),
+		maxOut: int64(r.req.GetMaxOutputTokens()), stream: r.req.GetStream()}
+	if call.stream {
+		call.onDelta = r.progress.delta
+		defer r.progress.endStream()
+	}
+	return r.s.clients[ep.index].complete(ctx, call)
+}
+
+// modelFor is the model to ask ep for: the request's choice on the primary,
+// the fallback's own model otherwise.
+func (r *callRun) modelFor(ep endpoint) string {
+	if ep.index == 0 && r.req.GetModel() != "" {
+		return r.req.GetModel()
+	}
+	return ep.model
+}
+
+func (r *callRun) checkBudgets(ctx context.Context) *attemptError {
+	if ae := checkSessionBudget(r.req, r.costNano); ae != nil {
+		return ae
+	}
+	return r.s.spend.check(ctx, r.tenant)
+}
+
+// stopped explains an attempt cut short by its context.
+func (r *callRun) stopped(ctx context.Context, cause *attemptError) *attemptError {
+	if interrupted(ctx) {
+		return newAttemptError(ClassInterrupted, "the call was interrupted by the user", errInterrupted)
+	}
+	if cause == nil {
+		cause = newAttemptError(ClassUnknown, "the call was cancelled", ctx.Err())
+	}
+	return cause
+}
+
+func (r *callRun) success(ep endpoint, ans modelAnswer) *heraldpb.LLMResponse {
+	resp := r.response(ep)
+	resp.Message = ans.message
+	resp.FinishReason = ans.finishReason
+	resp.PromptTokens = ans.promptTokens
+	return resp
+}
+
+func (r *callRun) failure(ep endpoint, ae *attemptError) *heraldpb.LLMResponse {
+	resp := r.response(ep)
+	resp.ErrorClass = string(ae.class)
+	resp.Error = r.describe(ep, ae)
+	return resp
+}
+
+// describe is the failure message a person reads: which provider, what went
+// wrong, and how many attempts were made. It never holds a credential.
+func (r *callRun) describe(ep endpoint, ae *attemptError) string {
+	switch ae.class {
+	case ClassBudgetExceeded, ClassInterrupted:
+		return ae.detail
+	}
+	msg := fmt.Sprintf("%s: %s", ep, ae.Error())
+	if r.attempts > 1 {
+		msg += fmt.Sprintf(" (after %d attempts)", r.attempts)
+	}
+	return redact(msg, ep.apiKey)
+}
+
+func (r *callRun) response(ep endpoint) *heraldpb.LLMResponse {
+	return &heraldpb.LLMResponse{
+		RequestId:  r.req.GetRequestId(),
+		SessionId:  r.req.GetSessionId(),
+		Step:       r.req.GetStep(),
+		Usage:      proto.Clone(r.usage).(*heraldpb.Usage),
+		CostUsd:    float64(r.costNano) / nanoPerUSD,
+		Provider:   ep.provider,
+		Model:      r.modelFor(ep),
+		ApiMode:    ep.mode,
+		Attempts:   int32(r.attempts),
+		IsFallback: ep.isFallback(),
+		LatencyMs:  time.Since(r.started).Milliseconds(),
+	}
+}
+
+func tenantOf(req *heraldpb.LLMRequest, def string) string {
+	if req.GetTenant() != "" {
+		return req.GetTenant()
+	}
+	return def
+}
+
+// publishCtx outlives the call's own context, so an interrupted or timed-out
+// attempt is still billed.
+func publishCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), publishTimeout)
+}

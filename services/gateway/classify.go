@@ -1,0 +1,232 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// statusError is a provider's non-2xx answer, captured before any SDK parses
+// (or fails to parse) its body, so every API mode is classified alike.
+type statusError struct {
+	status int
+	body   string
+	header http.Header
+}
+
+func (e *statusError) Error() string {
+	return fmt.Sprintf("HTTP %d: %s", e.status, providerMessage(e.body))
+}
+
+// formatError marks a response the gateway could not make sense of.
+type formatError struct{ reason string }
+
+func (e *formatError) Error() string { return e.reason }
+
+func garbage(format string, a ...any) error { return &formatError{reason: fmt.Sprintf(format, a...)} }
+
+// Classify turns any failure of a provider call into an error class.
+func Classify(err error) ErrorClass { return classify(err).class }
+
+func classify(err error) *attemptError {
+	var ae *attemptError
+	var se *statusError
+	var fe *formatError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &ae):
+		return ae
+	case errors.As(err, &se):
+		return classifyStatus(se)
+	case errors.As(err, &fe):
+		return newAttemptError(ClassFormatError, "the provider sent a response that could not be read: "+fe.reason, err)
+	case errors.Is(err, context.DeadlineExceeded) || isTimeout(err):
+		return newAttemptError(ClassTimeout, "the provider did not answer in time", err)
+	case isNetwork(err):
+		return newAttemptError(ClassNetwork, "could not reach the provider: "+networkReason(err), err)
+	case isDecodeError(err):
+		return newAttemptError(ClassFormatError, "the provider sent a response that could not be read", err)
+	default:
+		return newAttemptError(ClassUnknown, truncate(err.Error(), maxProviderMessageLen), err)
+	}
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+func isNetwork(err error) bool {
+	var ne net.Error
+	var oe *net.OpError
+	return errors.As(err, &oe) || errors.As(err, &ne) ||
+		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) ||
+		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) || errors.Is(err, syscall.EPIPE)
+}
+
+func networkReason(err error) string {
+	switch {
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "connection refused"
+	case errors.Is(err, syscall.ECONNRESET):
+		return "connection reset"
+	case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
+		return "the connection closed before the response was complete"
+	}
+	var de *net.DNSError
+	if errors.As(err, &de) {
+		return "DNS lookup failed for " + de.Name
+	}
+	return "transport error"
+}
+
+func isDecodeError(err error) bool {
+	var syn *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	if errors.As(err, &syn) || errors.As(err, &typ) {
+		return true
+	}
+	msg := strings.ToLower(err.Error())
+	for _, s := range []string{"parsing response json", "expected destination type", "unexpected end of json", "invalid character", "cannot unmarshal"} {
+		if strings.Contains(msg, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// classifyStatus reads the status first, then the provider's own words,
+// since providers reuse 400 and 429 for very different conditions.
+func classifyStatus(se *statusError) *attemptError {
+	msg := providerMessage(se.body)
+	low := strings.ToLower(se.body)
+	class := statusClass(se.status, low)
+	ae := newAttemptError(class, msg, se)
+	ae.status = se.status
+	if class == ClassRateLimit {
+		ae.retryAfter = retryAfter(se.header, time.Now())
+	}
+	if class == ClassFormatError {
+		ae.policy.Retryable = false // the request itself was refused
+	}
+	return ae
+}
+
+func statusClass(status int, body string) ErrorClass {
+	switch {
+	case status == http.StatusPaymentRequired || containsAny(body, billingPhrases):
+		return ClassBilling
+	case status == http.StatusTooManyRequests:
+		return ClassRateLimit
+	case status == http.StatusUnauthorized || status == http.StatusForbidden:
+		return ClassAuth
+	case status < 500 && containsAny(body, contextOverflowPhrases):
+		return ClassContextOverflow
+	case status == http.StatusRequestEntityTooLarge:
+		return ClassPayloadTooLarge
+	case status == http.StatusNotFound || (status < 500 && containsAny(body, modelNotFoundPhrases)):
+		return ClassModelNotFound
+	case status == http.StatusRequestTimeout || status == http.StatusGatewayTimeout:
+		return ClassTimeout
+	case status == http.StatusServiceUnavailable || status == 529 || strings.Contains(body, "overloaded"):
+		return ClassOverloaded
+	case status >= 500:
+		return ClassServerError
+	case containsAny(body, contentPolicyPhrases):
+		return ClassContentPolicy
+	case status == http.StatusBadRequest || status == http.StatusUnprocessableEntity:
+		return ClassFormatError
+	default:
+		return ClassUnknown
+	}
+}
+
+var (
+	contextOverflowPhrases = []string{"context length", "context_length", "maximum context", "context window",
+		"prompt is too long", "input is too long", "too many tokens", "exceeds the context", "reduce the length",
+		"maximum number of tokens"}
+	billingPhrases       = []string{"insufficient_quota", "billing", "credit balance", "payment required", "exceeded your current quota"}
+	modelNotFoundPhrases = []string{"model_not_found", "does not exist", "unknown model", "no such model", "model not found"}
+	contentPolicyPhrases = []string{"content_policy", "content_filter", "content policy", "safety system", "flagged"}
+)
+
+func containsAny(s string, phrases []string) bool {
+	for _, p := range phrases {
+		if strings.Contains(s, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// retryAfter reads Retry-After (seconds or an HTTP date) and retry-after-ms;
+// 0 when absent, unreadable or beyond what the gateway is willing to wait.
+func retryAfter(h http.Header, now time.Time) time.Duration {
+	var d time.Duration
+	if ms, err := strconv.ParseFloat(h.Get("Retry-After-Ms"), 64); err == nil {
+		d = time.Duration(ms * float64(time.Millisecond))
+	} else if v := h.Get("Retry-After"); v != "" {
+		if s, err := strconv.ParseFloat(v, 64); err == nil {
+			d = time.Duration(s * float64(time.Second))
+		} else if t, err := http.ParseTime(v); err == nil {
+			d = t.Sub(now)
+		}
+	}
+	if d <= 0 || d > maxRetryAfter {
+		return 0
+	}
+	return d
+}
+
+// providerMessage extracts the human part of an error body: the JSON error
+// message of OpenAI- and Anthropic-style bodies, or a note about an HTML page.
+func providerMessage(body string) string {
+	trimmed := strings.TrimSpace(body)
+	if trimmed == "" {
+		return "no error message in the response"
+	}
+	var shaped struct {
+		Error   json.RawMessage `json:"error"`
+		Message string          `json:"message"`
+		Detail  string          `json:"detail"`
+	}
+	if json.Unmarshal([]byte(trimmed), &shaped) == nil {
+		var inner struct {
+			Message string `json:"message"`
+		}
+		var s string
+		switch {
+		case json.Unmarshal(shaped.Error, &inner) == nil && inner.Message != "":
+			return truncate(inner.Message, maxProviderMessageLen)
+		case json.Unmarshal(shaped.Error, &s) == nil && s != "":
+			return truncate(s, maxProviderMessageLen)
+		case shaped.Message != "":
+			return truncate(shaped.Message, maxProviderMessageLen)
+		case shaped.Detail != "":
+			return truncate(shaped.Detail, maxProviderMessageLen)
+		}
+	}
+	if strings.HasPrefix(trimmed, "<") {
+		return "the provider answered with an HTML page instead of JSON" + htmlTitle(trimmed)
+	}
+	return truncate(trimmed, maxProviderMessageLen)
+}
+
+func htmlTitle(page string) string {
+	low := strings.ToLower(page)
+	i := strings.Index(low, "<title>")
+	j := strings.Index(low, "</title>")
+	if i < 0 || j <= i {
+		return ""
+	}
+	return " (" + truncate(page[i+len("<title>"):j], 100) + ")"
+}

@@ -1,0 +1,109 @@
+package gateway
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/heraldrun/herald/pkg/config"
+)
+
+// Config is what the gateway needs to know. Knobs that herald.yaml does not
+// carry (Concurrency, RateLimitCooldown, TenantBudgetsUSD) have defaults here.
+type Config struct {
+	// Primary serves every call unless it fails over or is cooling down.
+	Primary config.Provider
+	// Fallbacks are tried in order when the primary cannot serve a call.
+	Fallbacks []config.Provider
+	// MaxAttempts bounds the attempts on one provider for one call
+	// (agent.api_max_retries, as Hermes counts it: 3 means three tries).
+	MaxAttempts int
+	Retry       config.Retry
+	// Pricing overrides the built-in price table, keyed by model name.
+	Pricing map[string]config.Price
+	// Tenant is used for requests that name none.
+	Tenant string
+	// TenantBudgetsUSD caps what a tenant may spend in total; 0 or absent: no cap.
+	TenantBudgetsUSD map[string]float64
+	// RateLimitCooldown keeps a rate-limited provider out of the chain.
+	RateLimitCooldown time.Duration
+	// Concurrency caps the calls this process works on at once.
+	Concurrency int
+}
+
+// Defaults of the knobs herald.yaml does not carry.
+const (
+	DefaultConcurrency       = 64
+	DefaultRateLimitCooldown = 60 * time.Second
+	maxRetryAfter            = 120 * time.Second
+)
+
+// ConfigFrom derives the gateway's configuration from the global one.
+func ConfigFrom(c config.Config) Config {
+	return Config{
+		Primary:           c.Primary,
+		Fallbacks:         append([]config.Provider(nil), c.FallbackProviders...),
+		MaxAttempts:       c.Agent.APIMaxRetries,
+		Retry:             c.Retry,
+		Pricing:           c.Pricing,
+		Tenant:            c.Tenant,
+		RateLimitCooldown: DefaultRateLimitCooldown,
+		Concurrency:       DefaultConcurrency,
+	}.withDefaults()
+}
+
+func (c Config) withDefaults() Config {
+	d := config.Default()
+	if c.MaxAttempts <= 0 {
+		c.MaxAttempts = 1
+	}
+	if c.Retry.BaseDelay <= 0 {
+		c.Retry.BaseDelay = d.Retry.BaseDelay
+	}
+	if c.Retry.MaxDelay <= 0 {
+		c.Retry.MaxDelay = d.Retry.MaxDelay
+	}
+	if c.Retry.RateBaseDelay <= 0 {
+		c.Retry.RateBaseDelay = d.Retry.RateBaseDelay
+	}
+	if c.Retry.RateMaxDelay <= 0 {
+		c.Retry.RateMaxDelay = d.Retry.RateMaxDelay
+	}
+	if c.Retry.CallTimeout <= 0 {
+		c.Retry.CallTimeout = d.Retry.CallTimeout
+	}
+	if c.Tenant == "" {
+		c.Tenant = d.Tenant
+	}
+	if c.RateLimitCooldown <= 0 {
+		c.RateLimitCooldown = DefaultRateLimitCooldown
+	}
+	if c.Concurrency <= 0 {
+		c.Concurrency = DefaultConcurrency
+	}
+	return c
+}
+
+// Validate fails fast on a configuration no call could be served with.
+func (c Config) Validate() error {
+	var errs []error
+	if c.Primary.Model == "" {
+		errs = append(errs, errors.New("gateway: the primary model is not set (model in herald.yaml or HERALD_MODEL)"))
+	}
+	for i, p := range c.Fallbacks {
+		if p.Model == "" {
+			errs = append(errs, fmt.Errorf("gateway: fallback_providers[%d].model is required", i))
+		}
+	}
+	for _, p := range append([]config.Provider{c.Primary}, c.Fallbacks...) {
+		if _, err := resolveAPIMode(p); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for tenant, b := range c.TenantBudgetsUSD {
+		if b < 0 {
+			errs = append(errs, fmt.Errorf("gateway: budget of tenant %q must not be negative", tenant))
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,58 @@
+package gateway
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/heraldrun/herald/pkg/bus"
+	"github.com/heraldrun/herald/proto"
+	"github.com/heraldrun/herald/proto/heraldpb"
+)
+
+// progress publishes one call's events on its session's events subject:
+// deltas (scrubbed of memory context), retries and fallbacks, numbered in
+// the order they happen within the call.
+type progress struct {
+	s     *Service
+	req   *heraldpb.LLMRequest
+	seq   int64
+	scrub Scrubber
+}
+
+func (p *progress) publish(ev proto.Event) {
+	ev.SessionID, ev.TaskID = p.req.GetSessionId(), p.req.GetTaskId()
+	ev.Step, ev.RequestID, ev.Seq = int(p.req.GetStep()), p.req.GetRequestId(), p.seq
+	p.seq++
+	if err := bus.PublishEvent(p.s.nc, ev); err != nil {
+		p.s.log.Debug().Err(err).Str("session_id", ev.SessionID).Str("type", ev.Type).Msg("progress event not published")
+	}
+}
+
+// delta streams model text, holding back what may be a memory-context tag.
+func (p *progress) delta(text string) {
+	if out := p.scrub.Feed(text); out != "" {
+		p.publish(proto.Event{Type: proto.EventDelta, Delta: out})
+	}
+}
+
+// endStream releases text held back at the end of an attempt's stream, and
+// resets the scrubber so the next attempt starts clean.
+func (p *progress) endStream() {
+	if out := p.scrub.Flush(); out != "" {
+		p.publish(proto.Event{Type: proto.EventDelta, Delta: out})
+	}
+	p.scrub = Scrubber{}
+}
+
+func (p *progress) retry(ep endpoint, attempt int, ae *attemptError, wait time.Duration) {
+	p.publish(proto.Event{Type: proto.EventRetry, Attempt: attempt, Provider: ep.provider, Model: ep.model,
+		Status: string(ae.class),
+		Message: fmt.Sprintf("%s failed (%s); retrying in %s (attempt %d)", ep, ae.class,
+			wait.Round(time.Millisecond), attempt+1)})
+}
+
+func (p *progress) fallback(from, to endpoint, ae *attemptError) {
+	p.publish(proto.Event{Type: proto.EventFallback, Provider: to.provider, Model: to.model,
+		Status:  string(ae.class),
+		Message: fmt.Sprintf("%s failed (%s); switching to fallback %s", from, ae.class, to)})
+}

@@ -1,0 +1,192 @@
+package gateway
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/heraldrun/herald/pkg/bus"
+	"github.com/heraldrun/herald/pkg/config"
+	"github.com/heraldrun/herald/pkg/heraldtest"
+	"github.com/heraldrun/herald/pkg/scripted"
+	"github.com/heraldrun/herald/proto"
+	"github.com/heraldrun/herald/proto/heraldpb"
+	"github.com/stretchr/testify/require"
+)
+
+func TestStreamedAnswerIsPublishedWithUsageCostAndDeltas(t *testing.T) {
+	answer := "The capital of France is Paris, a city on the Seine."
+	r := newRig(t, scripted.Conversation(scripted.Reply{Content: answer, ChunkChars: 5,
+		Usage: &scripted.Usage{PromptTokens: 1000, CompletionTokens: 200, CachedTokens: 400, ReasoningTokens: 50}}),
+		func(c *Config) {
+			c.Pricing = map[string]config.Price{"m1": {Input: 1, Output: 2, CacheRead: 0.5}}
+		})
+	ev := r.watch("s1")
+	req := r.request("s1", "What is the capital of France?")
+	req.Stream = true
+
+	resp := r.call(req)
+
+	require.Empty(t, resp.GetError())
+	require.Equal(t, answer, resp.GetMessage().GetContent())
+	require.Equal(t, "assistant", resp.GetMessage().GetRole())
+	require.Equal(t, "stop", resp.GetFinishReason())
+	require.Equal(t, int64(1000), resp.GetPromptTokens())
+	require.Equal(t, &heraldpb.Usage{InputTokens: 600, CacheReadTokens: 400, OutputTokens: 200, ReasoningTokens: 50},
+		stripUsage(resp.GetUsage()))
+	// 600×$1 + 400×$0.5 + 200×$2 per million = $0.0012
+	require.InDelta(t, 0.0012, resp.GetCostUsd(), 1e-12)
+	require.Equal(t, ModeChatCompletions, resp.GetApiMode())
+	require.Equal(t, "m1", resp.GetModel())
+	require.Equal(t, int32(1), resp.GetAttempts())
+
+	usage := r.usageEvents()
+	require.Len(t, usage, 1)
+	u := usage[0]
+	require.Equal(t, req.GetRequestId()+":1", u.GetEventId())
+	require.Equal(t, uint64(1_200_000), u.GetCostNanoUsd())
+	require.Equal(t, PriceConfig, u.GetPriceSource())
+	require.Equal(t, StatusOK, u.GetStatus())
+	require.Equal(t, "t1", u.GetTenant())
+	require.Equal(t, "s1", u.GetSessionId())
+	require.Equal(t, "task-s1", u.GetTaskId())
+	require.Equal(t, "agent", u.GetPurpose())
+	require.Equal(t, int64(600), u.GetUsage().GetInputTokens())
+
+	require.Eventually(t, func() bool { return ev.text() == answer }, 5*time.Second, 5*time.Millisecond)
+	deltas := ev.ofType(proto.EventDelta)
+	require.Greater(t, len(deltas), 5, "the answer streams in many deltas")
+	for i, d := range deltas {
+		require.Equal(t, int64(i), d.Seq)
+		require.Equal(t, "task-s1", d.TaskID)
+		require.Equal(t, int(req.GetStep()), d.Step)
+	}
+}
+
+func stripUsage(u *heraldpb.Usage) *heraldpb.Usage {
+	return &heraldpb.Usage{InputTokens: u.GetInputTokens(), OutputTokens: u.GetOutputTokens(),
+		CacheReadTokens: u.GetCacheReadTokens(), CacheWriteTokens: u.GetCacheWriteTokens(), ReasoningTokens: u.GetReasoningTokens()}
+}
+
+func TestToolCallsAndReasoningConvertBothWays(t *testing.T) {
+	r := newRig(t, scripted.Conversation(
+		scripted.Reply{Reasoning: "I should read the file.", ToolCalls: []scripted.Call{{ID: "c2", Name: "read_file", Args: `{"path":"a.txt"}`}}},
+	))
+	req := r.request("s2", "Read a.txt")
+	req.Messages = append(req.Messages,
+		&heraldpb.ChatMessage{Role: "assistant", Content: "", Reasoning: "first thought",
+			ToolCalls: []*heraldpb.ToolCall{{Id: "c1", Name: "terminal", Arguments: `{"command":"ls"}`}}},
+		&heraldpb.ChatMessage{Role: "tool", ToolCallId: "c1", Name: "terminal", Content: "a.txt"},
+	)
+	req.Tools = []*heraldpb.ToolSpec{{Name: "read_file", Description: "Read a file", ParametersJson: `{"type":"object","properties":{"path":{"type":"string"}},"required":["path"]}`}}
+
+	resp := r.call(req)
+
+	require.Empty(t, resp.GetError())
+	require.Equal(t, "tool_calls", resp.GetFinishReason())
+	require.Equal(t, "I should read the file.", resp.GetMessage().GetReasoning())
+	require.Len(t, resp.GetMessage().GetToolCalls(), 1)
+	tc := resp.GetMessage().GetToolCalls()[0]
+	require.Equal(t, "c2", tc.GetId())
+	require.Equal(t, "read_file", tc.GetName())
+	require.JSONEq(t, `{"path":"a.txt"}`, tc.GetArguments())
+
+	got := r.model.Requests()[0]
+	require.Equal(t, "m1", got.Model)
+	require.Len(t, got.Messages, 4)
+	require.Equal(t, "terminal", got.Messages[2].ToolCalls[0].Function.Name)
+	require.Equal(t, "c1", got.Messages[2].ToolCalls[0].ID)
+	require.Equal(t, "first thought", got.Messages[2].Reasoning)
+	require.Equal(t, "c1", got.Messages[3].ToolCallID)
+	require.Equal(t, "a.txt", got.Messages[3].Text())
+	require.Len(t, got.Tools, 1)
+	require.Contains(t, string(got.Tools[0]), `"read_file"`)
+}
+
+func TestMalformedRequestIsDeadLetteredAndTheNextIsAnswered(t *testing.T) {
+	r := newRig(t, scripted.Conversation(scripted.Text("still here")))
+	ctx := context.Background()
+	require.NoError(t, bus.Publish(ctx, r.bus.JS, bus.LLMRequest("s3"), "bad-1", []byte{0xff, 0x01, 0x02, 0x03}))
+	empty := &heraldpb.LLMRequest{RequestId: "s3:no-messages", SessionId: "s3", ReplySubject: bus.LLMResponse(bus.OwnerLoop, "s3")}
+	r.publish(empty)
+
+	resp := r.call(r.request("s3", "hello"))
+	require.Equal(t, "still here", resp.GetMessage().GetContent())
+
+	require.Eventually(t, func() bool {
+		return len(heraldtest.DeadLetters(t, r.bus.JS, bus.StreamLLMRequests)) == 2
+	}, 5*time.Second, 10*time.Millisecond)
+	reasons := ""
+	for _, dl := range heraldtest.DeadLetters(t, r.bus.JS, bus.StreamLLMRequests) {
+		reasons += dl.Header.Get(bus.HeaderError) + "\n"
+	}
+	require.Contains(t, reasons, "malformed")
+	require.Contains(t, reasons, "has no messages")
+	require.Equal(t, 1, r.model.Calls(), "neither bad request reached the model")
+}
+
+func TestRedeliveredRequestIsNotSentToTheModelTwice(t *testing.T) {
+	r := newRig(t, scripted.Conversation(scripted.Text("once")))
+	req := r.request("s4", "hello")
+	first := r.call(req)
+	require.Equal(t, "once", first.GetMessage().GetContent())
+
+	// The same request again, as a redelivery after a crash before the ack
+	// would bring it (a new stream message with the same request id).
+	ctx := context.Background()
+	data, err := protoMarshal(req)
+	require.NoError(t, err)
+	require.NoError(t, bus.Publish(ctx, r.bus.JS, bus.LLMRequest("s4"), "redelivery", data))
+	require.Eventually(t, func() bool {
+		s, err := r.bus.JS.Stream(ctx, bus.StreamLLMRequests)
+		if err != nil {
+			return false
+		}
+		info, err := s.Info(ctx)
+		return err == nil && info.State.Msgs == 0
+	}, 5*time.Second, 5*time.Millisecond, "the redelivered request is acknowledged")
+	require.Equal(t, 1, r.model.Calls())
+	require.Len(t, r.usageEvents(), 1, "billed once")
+}
+
+func TestUnknownModelPriceCostsNothingAndSaysSo(t *testing.T) {
+	r := newRig(t, scripted.Conversation(scripted.Text("hi")))
+	resp := r.call(r.request("s5", "hello"))
+	require.Zero(t, resp.GetCostUsd())
+	u := r.usageEvents()
+	require.Len(t, u, 1)
+	require.Equal(t, PriceUnknown, u[0].GetPriceSource())
+	require.Zero(t, u[0].GetCostNanoUsd())
+	require.Positive(t, u[0].GetUsage().GetInputTokens())
+}
+
+func TestInterruptCancelsTheCallInFlight(t *testing.T) {
+	r := newRig(t, scripted.Conversation(scripted.Reply{Content: "too late", Delay: 30 * time.Second}))
+	req := r.request("s6", "think hard")
+	req.Stream = true
+	r.publish(req)
+	require.Eventually(t, func() bool { return r.model.Calls() == 1 }, 5*time.Second, time.Millisecond)
+
+	sent := time.Now()
+	require.NoError(t, r.bus.NC.Publish(bus.SessionInterrupt("s6"), []byte(`{"reason":"user pressed ctrl-c"}`)))
+	resp := r.awaitResponse(req, 5*time.Second)
+
+	require.Less(t, time.Since(sent), time.Second)
+	require.Equal(t, string(ClassInterrupted), resp.GetErrorClass())
+	require.Contains(t, resp.GetError(), "interrupted")
+	u := r.usageEvents()
+	require.Len(t, u, 1)
+	require.Equal(t, StatusError, u[0].GetStatus())
+	require.Equal(t, string(ClassInterrupted), u[0].GetErrorClass())
+}
+
+func TestInterruptOfAnotherSessionLeavesTheCallAlone(t *testing.T) {
+	r := newRig(t, scripted.Conversation(scripted.Reply{Content: "done", Delay: 200 * time.Millisecond}))
+	req := r.request("s7", "work")
+	r.publish(req)
+	require.Eventually(t, func() bool { return r.model.Calls() == 1 }, 5*time.Second, time.Millisecond)
+	require.NoError(t, r.bus.NC.Publish(bus.SessionInterrupt("other"), nil))
+	resp := r.awaitResponse(req, 5*time.Second)
+	require.Empty(t, resp.GetErrorClass())
+	require.Equal(t, "done", resp.GetMessage().GetContent())
+}

@@ -1,0 +1,76 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/heraldrun/herald/pkg/bus"
+	"github.com/heraldrun/herald/proto/heraldpb"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// publishTimeout bounds the publishes that record a finished call; they run
+// even when the call itself was interrupted.
+const publishTimeout = 10 * time.Second
+
+// handle answers one LLM request. A malformed request is dead-lettered; a
+// provider failure is an answer (an LLMResponse with an error), not a
+// handler error; only a failure to record the answer redelivers the request.
+func (s *Service) handle(ctx context.Context, msg jetstream.Msg) error {
+	req := &heraldpb.LLMRequest{}
+	if err := bus.Decode(msg.Data(), req); err != nil {
+		return err
+	}
+	if err := validateRequest(req); err != nil {
+		return bus.Permanent(err)
+	}
+	if done, err := s.alreadyAnswered(ctx, req); err != nil || done {
+		return err
+	}
+	callCtx, release := s.inflight.track(ctx, req.GetSessionId())
+	defer release()
+	resp := s.serve(callCtx, req)
+	if ctx.Err() != nil && resp.GetErrorClass() != string(ClassInterrupted) {
+		return fmt.Errorf("request %s abandoned: %w", req.GetRequestId(), context.Cause(ctx))
+	}
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), publishTimeout)
+	defer cancel()
+	if err := bus.PublishProto(pctx, s.js, req.GetReplySubject(), req.GetRequestId(), resp); err != nil {
+		return fmt.Errorf("publish response to %s: %w", req.GetRequestId(), err)
+	}
+	return nil
+}
+
+func validateRequest(req *heraldpb.LLMRequest) error {
+	switch {
+	case req.GetRequestId() == "":
+		return errors.New("LLM request without request_id")
+	case req.GetSessionId() == "":
+		return fmt.Errorf("LLM request %s without session_id", req.GetRequestId())
+	case req.GetReplySubject() == "":
+		return fmt.Errorf("LLM request %s without reply_subject", req.GetRequestId())
+	case len(req.GetMessages()) == 0:
+		return fmt.Errorf("LLM request %s has no messages", req.GetRequestId())
+	}
+	return nil
+}
+
+// alreadyAnswered reports whether this request's response is already stored:
+// the request was redelivered after the answer was published but before the
+// ack, and must not be sent to the model (and billed) again.
+func (s *Service) alreadyAnswered(ctx context.Context, req *heraldpb.LLMRequest) (bool, error) {
+	last, err := bus.LastOnSubject(ctx, s.js, bus.StreamLLMResponses, req.GetReplySubject())
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("look up earlier response of %s: %w", req.GetRequestId(), err)
+	}
+	prev := &heraldpb.LLMResponse{}
+	if bus.Decode(last.Data, prev) != nil {
+		return false, nil
+	}
+	return prev.GetRequestId() == req.GetRequestId(), nil
+}

@@ -1,0 +1,118 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+
+	"github.com/heraldrun/herald/pkg/bus"
+	"github.com/heraldrun/herald/pkg/config"
+	"github.com/heraldrun/herald/pkg/service"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+)
+
+// Durable is the shared consumer every gateway process pulls LLM requests from.
+const Durable = "gateway"
+
+// Service is the provider gateway: it answers LLM requests from the bus.
+type Service struct {
+	cfg       Config
+	nc        *nats.Conn
+	js        jetstream.JetStream
+	log       zerolog.Logger
+	endpoints []endpoint
+	clients   []modelClient
+	hc        *http.Client
+	pricer    Pricer
+	inflight  *inflight
+	health    *health
+	spend     *tenantSpend
+
+	mu       sync.Mutex
+	worker   *bus.Worker
+	sub      *nats.Subscription
+	started  bool
+	shutdown bool
+}
+
+// New builds the gateway; it fails fast on a configuration it cannot serve.
+func New(cfg Config, deps service.Deps) (*Service, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if deps.NC == nil || deps.JS == nil {
+		return nil, errors.New("gateway: a NATS connection and JetStream are required")
+	}
+	s := &Service{cfg: cfg, nc: deps.NC, js: deps.JS, log: deps.Log.With().Str("service", "gateway").Logger(),
+		pricer: NewPricer(cfg.Pricing), inflight: newInflight(), health: newHealth(cfg.RateLimitCooldown)}
+	hc := newHTTPClient()
+	s.hc = hc
+	for i, p := range append([]config.Provider{cfg.Primary}, cfg.Fallbacks...) {
+		ep, err := newEndpoint(p, i)
+		if err != nil {
+			return nil, err
+		}
+		s.endpoints = append(s.endpoints, ep)
+		s.clients = append(s.clients, newModelClient(ep, hc))
+	}
+	s.spend = newTenantSpend(deps.JS, cfg.TenantBudgetsUSD)
+	return s, nil
+}
+
+// Name is the service's name in logs and in `herald serve`.
+func (s *Service) Name() string { return "gateway" }
+
+// Start subscribes to interrupts, then starts taking LLM requests.
+func (s *Service) Start(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.started || s.shutdown {
+		return fmt.Errorf("gateway: already started or shut down")
+	}
+	sub, err := s.nc.Subscribe(bus.SessionInterrupt("*"), s.onInterrupt)
+	if err != nil {
+		return fmt.Errorf("gateway: subscribe to interrupts: %w", err)
+	}
+	spec := bus.ConsumerSpec{
+		Stream:         bus.StreamLLMRequests,
+		Durable:        Durable,
+		FilterSubjects: []string{bus.LLMRequest(">")},
+		Concurrency:    s.cfg.Concurrency,
+	}
+	w, err := bus.StartWorker(ctx, s.js, spec, s.handle, s.log)
+	if err != nil {
+		_ = sub.Unsubscribe()
+		return fmt.Errorf("gateway: %w", err)
+	}
+	s.sub, s.worker, s.started = sub, w, true
+	s.log.Info().Str("model", s.cfg.Primary.Model).Str("api_mode", s.endpoints[0].mode).
+		Int("fallbacks", len(s.cfg.Fallbacks)).Msg("gateway taking LLM requests")
+	return nil
+}
+
+// Shutdown stops taking requests and waits for calls in flight until ctx
+// ends; calls still running then are cancelled and their requests redelivered.
+func (s *Service) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	if s.shutdown {
+		s.mu.Unlock()
+		return nil
+	}
+	s.shutdown = true
+	w, sub := s.worker, s.sub
+	s.mu.Unlock()
+	var errs []error
+	if w != nil {
+		errs = append(errs, w.Stop(ctx))
+	}
+	if sub != nil {
+		errs = append(errs, sub.Unsubscribe())
+	}
+	s.hc.CloseIdleConnections()
+	return errors.Join(errs...)
+}
