@@ -1,0 +1,161 @@
+package accounting
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// CostQuery is what `herald cost` asks.
+type CostQuery struct {
+	// By groups rows: model, provider, session, tenant, day or purpose
+	// (empty means model).
+	By string `json:"by"`
+	// Since limits rows to the last Since; 0 means all time.
+	Since time.Duration `json:"since"`
+	// Session and Tenant filter rows when set.
+	Session string `json:"session,omitempty"`
+	Tenant  string `json:"tenant,omitempty"`
+}
+
+// Groupings a CostQuery may ask for.
+var CostGroupings = []string{"model", "provider", "session", "tenant", "day", "purpose"}
+
+// CostRow is the usage of one group.
+type CostRow struct {
+	Key              string  `json:"key"`
+	Calls            uint64  `json:"calls"`
+	Errors           uint64  `json:"errors"`
+	InputTokens      uint64  `json:"input_tokens"`
+	OutputTokens     uint64  `json:"output_tokens"`
+	CacheReadTokens  uint64  `json:"cache_read_tokens"`
+	CacheWriteTokens uint64  `json:"cache_write_tokens"`
+	ReasoningTokens  uint64  `json:"reasoning_tokens"`
+	CostNanoUSD      uint64  `json:"cost_nano_usd"`
+	CostUSD          float64 `json:"cost_usd"`
+}
+
+// CostReport is the answer to a CostQuery: one row per group, most
+// expensive first, and their total.
+type CostReport struct {
+	By      string    `json:"by"`
+	Since   string    `json:"since,omitempty"`
+	From    time.Time `json:"from,omitzero"`
+	Session string    `json:"session,omitempty"`
+	Tenant  string    `json:"tenant,omitempty"`
+	Rows    []CostRow `json:"rows"`
+	Total   CostRow   `json:"total"`
+}
+
+// QueryCost answers q from ClickHouse at dsn. Whole hours are read from the
+// roll-up views and only the partial first hour of a --since window from
+// raw rows, so the answer is exact and fast.
+func QueryCost(ctx context.Context, dsn string, q CostQuery) (CostReport, error) {
+	if dsn == "" {
+		return CostReport{}, ErrNoDSN
+	}
+	if err := q.validate(); err != nil {
+		return CostReport{}, err
+	}
+	st, err := openExisting(ctx, dsn)
+	if err != nil {
+		return CostReport{}, err
+	}
+	defer st.Close()
+	return st.queryCost(ctx, q, time.Now())
+}
+
+func (q *CostQuery) validate() error {
+	if q.By == "" {
+		q.By = "model"
+	}
+	for _, g := range CostGroupings {
+		if q.By == g {
+			if q.Since < 0 {
+				return fmt.Errorf("%w: --since %s is negative", ErrBadQuery, q.Since)
+			}
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: --by %q: want one of %s", ErrBadQuery, q.By, strings.Join(CostGroupings, ", "))
+}
+
+func (s *store) queryCost(ctx context.Context, q CostQuery, now time.Time) (CostReport, error) {
+	plan := planUsage(usageFilter{Since: q.Since, Session: q.Session, Tenant: q.Tenant}, now)
+	key := plan.key(q.By)
+	sql := "SELECT " + key.rollup + " AS k, sum(calls), sum(errors), sum(input_tokens), sum(output_tokens), " +
+		"sum(cache_read_tokens), sum(cache_write_tokens), sum(reasoning_tokens), sum(cost_nano_usd) " +
+		"FROM " + plan.source(key) + " GROUP BY k ORDER BY sum(cost_nano_usd) DESC, k"
+	rows, err := s.conn.Query(ctx, sql, plan.args()...)
+	if err != nil {
+		return CostReport{}, s.queryError(err)
+	}
+	defer rows.Close()
+	rep := CostReport{By: q.By, Session: q.Session, Tenant: q.Tenant, Rows: []CostRow{}}
+	if q.Since > 0 {
+		rep.Since, rep.From = q.Since.String(), plan.from
+	}
+	for rows.Next() {
+		var r CostRow
+		if err := rows.Scan(&r.Key, &r.Calls, &r.Errors, &r.InputTokens, &r.OutputTokens,
+			&r.CacheReadTokens, &r.CacheWriteTokens, &r.ReasoningTokens, &r.CostNanoUSD); err != nil {
+			return CostReport{}, err
+		}
+		r.CostUSD = nanoToUSD(r.CostNanoUSD)
+		rep.Rows = append(rep.Rows, r)
+		rep.Total.add(r)
+	}
+	rep.Total.Key = "total"
+	rep.Total.CostUSD = nanoToUSD(rep.Total.CostNanoUSD)
+	return rep, s.queryError(rows.Err())
+}
+
+// queryError turns a lost connection into the error that says where.
+func (s *store) queryError(err error) error {
+	if err == nil || isServerException(err) {
+		return err
+	}
+	return &UnreachableError{Addr: s.addr, Err: err}
+}
+
+func (r *CostRow) add(o CostRow) {
+	r.Calls += o.Calls
+	r.Errors += o.Errors
+	r.InputTokens += o.InputTokens
+	r.OutputTokens += o.OutputTokens
+	r.CacheReadTokens += o.CacheReadTokens
+	r.CacheWriteTokens += o.CacheWriteTokens
+	r.ReasoningTokens += o.ReasoningTokens
+	r.CostNanoUSD += o.CostNanoUSD
+}
+
+func nanoToUSD(n uint64) float64 { return float64(n) / 1e9 }
+
+// WriteTable prints the report as an aligned table with a total line.
+func (r CostReport) WriteTable(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "%s\tcalls\tinput\toutput\tcache read\tcache write\treasoning\tcost USD\t\n", strings.ToUpper(r.By))
+	line := func(c CostRow) {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t\n", c.Key, c.Calls, c.InputTokens, c.OutputTokens,
+			c.CacheReadTokens, c.CacheWriteTokens, c.ReasoningTokens, formatUSD(c.CostNanoUSD))
+	}
+	for _, row := range r.Rows {
+		line(row)
+	}
+	fmt.Fprintf(tw, "%s\t\t\t\t\t\t\t\t\n", strings.Repeat("-", 5))
+	line(r.Total)
+	return tw.Flush()
+}
+
+// formatUSD shows cents for large amounts and six decimals for small ones,
+// since one model call often costs a fraction of a cent.
+func formatUSD(nano uint64) string {
+	usd := nanoToUSD(nano)
+	if usd >= 100 {
+		return fmt.Sprintf("%.2f", usd)
+	}
+	return fmt.Sprintf("%.6f", usd)
+}

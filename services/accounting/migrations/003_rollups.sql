@@ -1,0 +1,41 @@
+-- Roll-ups the cost queries and the dashboard read instead of raw rows. An
+-- hour is the grain (a day is 24 of them) so a --since window is exact: whole
+-- hours come from here, the partial first hour from usage_events. Hours are
+-- computed from the Unix time so they do not depend on the server's zone.
+CREATE MATERIALIZED VIEW IF NOT EXISTS usage_hourly
+ENGINE = SummingMergeTree()
+PARTITION BY toYYYYMM(hour)
+ORDER BY (tenant, hour, provider, model, purpose)
+AS SELECT
+    toDateTime(intDiv(toUInt32(ts), 3600) * 3600) AS hour,
+    tenant, provider, model, purpose,
+    count() AS calls,
+    countIf(status != 'ok') AS errors,
+    sum(input_tokens) AS input_tokens,
+    sum(output_tokens) AS output_tokens,
+    sum(cache_read_tokens) AS cache_read_tokens,
+    sum(cache_write_tokens) AS cache_write_tokens,
+    sum(reasoning_tokens) AS reasoning_tokens,
+    sum(cost_nano_usd) AS cost_nano_usd,
+    sum(toUInt64(latency_ms)) AS latency_ms
+FROM usage_events
+GROUP BY hour, tenant, provider, model, purpose;
+
+CREATE MATERIALIZED VIEW IF NOT EXISTS usage_by_session
+ENGINE = SummingMergeTree()
+PARTITION BY toYYYYMM(hour)
+ORDER BY (tenant, session_id, hour, provider, model, purpose)
+AS SELECT
+    toDateTime(intDiv(toUInt32(ts), 3600) * 3600) AS hour,
+    tenant, session_id, provider, model, purpose,
+    count() AS calls,
+    countIf(status != 'ok') AS errors,
+    sum(input_tokens) AS input_tokens,
+    sum(output_tokens) AS output_tokens,
+    sum(cache_read_tokens) AS cache_read_tokens,
+    sum(cache_write_tokens) AS cache_write_tokens,
+    sum(reasoning_tokens) AS reasoning_tokens,
+    sum(cost_nano_usd) AS cost_nano_usd,
+    sum(toUInt64(latency_ms)) AS latency_ms
+FROM usage_events
+GROUP BY hour, tenant, session_id, provider, model, purpose;

@@ -1,0 +1,212 @@
+package accounting
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/heraldrun/herald/pkg/bus"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+)
+
+// sink drains one stream into one table: fetch a batch, dead-letter what
+// cannot be decoded, store the rest once, then ack.
+type sink struct {
+	kind  eventKind
+	cfg   Config
+	js    jetstream.JetStream
+	cons  jetstream.Consumer
+	store *store
+	log   zerolog.Logger
+	outage
+}
+
+func newSink(ctx context.Context, k eventKind, cfg Config, js jetstream.JetStream, st *store, log zerolog.Logger) (*sink, error) {
+	cons, err := js.CreateOrUpdateConsumer(ctx, k.stream, jetstream.ConsumerConfig{
+		Durable:       k.durable,
+		FilterSubject: k.filter,
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       cfg.AckWait,
+		// ClickHouse being down is no reason to give up on an event; poison
+		// messages are dead-lettered by the sink itself.
+		MaxDeliver:    -1,
+		MaxAckPending: 4 * cfg.BatchSize,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("consumer %s on %s: %w", k.durable, k.stream, err)
+	}
+	log = log.With().Str("stream", k.stream).Str("consumer", k.durable).Logger()
+	return &sink{kind: k, cfg: cfg, js: js, cons: cons, store: st, log: log, outage: outage{log: log}}, nil
+}
+
+// run fetches and stores batches until stopping ends; a batch in hand is
+// finished with work, which ends only when shutdown runs out of time.
+func (s *sink) run(stopping, work context.Context) {
+	for stopping.Err() == nil {
+		msgs, err := s.fetch()
+		if err != nil {
+			if stopping.Err() == nil {
+				s.log.Warn().Err(err).Msg("fetching events failed; retrying")
+				sleep(stopping, s.cfg.RetryMin)
+			}
+			continue
+		}
+		if len(msgs) > 0 {
+			s.handle(stopping, work, msgs)
+		}
+	}
+}
+
+// fetch returns up to BatchSize messages, waiting at most FlushInterval.
+func (s *sink) fetch() ([]jetstream.Msg, error) {
+	batch, err := s.cons.Fetch(s.cfg.BatchSize, jetstream.FetchMaxWait(s.cfg.FlushInterval))
+	if err != nil {
+		return nil, err
+	}
+	msgs := make([]jetstream.Msg, 0, 64)
+	for m := range batch.Messages() {
+		msgs = append(msgs, m)
+	}
+	if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) && len(msgs) == 0 {
+		return nil, err
+	}
+	return msgs, nil
+}
+
+// handle stores one batch and acks it. Until ClickHouse has the rows the
+// messages are kept alive (in progress), never acked, so a crash at any
+// point leaves them in the stream.
+func (s *sink) handle(stopping, work context.Context, msgs []jetstream.Msg) {
+	rows, kept := s.decode(work, msgs)
+	if len(kept) == 0 {
+		return
+	}
+	stop := keepAlive(kept, s.cfg.AckWait/3)
+	err := s.storeWithRetry(stopping, work, rows)
+	stop()
+	if err != nil {
+		// Shutting down while ClickHouse is away: hand the events back now.
+		for _, m := range kept {
+			_ = m.Nak()
+		}
+		return
+	}
+	if s.cfg.afterInsert != nil {
+		s.cfg.afterInsert(s.kind.stream, len(rows))
+	}
+	for _, m := range kept {
+		if err := m.Ack(); err != nil {
+			s.log.Warn().Err(err).Msg("ack failed; the batch will be redelivered and skipped as already stored")
+			return
+		}
+	}
+}
+
+// decode turns messages into rows, dead-lettering the ones that cannot be.
+func (s *sink) decode(ctx context.Context, msgs []jetstream.Msg) ([]row, []jetstream.Msg) {
+	rows := make([]row, 0, len(msgs))
+	kept := msgs[:0:0]
+	for _, m := range msgs {
+		r, err := s.kind.decode(m.Data())
+		if err != nil {
+			s.log.Warn().Err(err).Str("subject", m.Subject()).Msg("event dead-lettered")
+			if dlErr := bus.DeadLetter(ctx, s.js, m, err.Error()); dlErr != nil {
+				s.log.Error().Err(dlErr).Msg("dead-lettering failed; event will be redelivered")
+				_ = m.NakWithDelay(s.cfg.RetryMin)
+			}
+			continue
+		}
+		rows = append(rows, r)
+		kept = append(kept, m)
+	}
+	return rows, kept
+}
+
+// storeWithRetry inserts until ClickHouse takes the rows or the sink stops.
+func (s *sink) storeWithRetry(stopping, work context.Context, rows []row) error {
+	delay := s.cfg.RetryMin
+	for {
+		n, err := s.store.insertNew(work, s.kind, rows)
+		if err == nil {
+			s.recovered(n)
+			return nil
+		}
+		if stopping.Err() != nil || work.Err() != nil {
+			return errors.Join(err, context.Canceled)
+		}
+		s.failed(err, s.store.addr, len(rows))
+		if !sleep(stopping, delay) {
+			return errors.Join(err, context.Canceled)
+		}
+		delay = min(2*delay, s.cfg.RetryMax)
+	}
+}
+
+// outage logs the start and end of a ClickHouse outage once each, never per
+// message or per retry.
+type outage struct {
+	log   zerolog.Logger
+	mu    sync.Mutex
+	since time.Time
+	tries int
+}
+
+func (o *outage) failed(err error, addr string, pending int) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.tries++
+	if o.since.IsZero() {
+		o.since = time.Now()
+		o.log.Warn().Err(err).Str("clickhouse", addr).Int("pending", pending).
+			Msg("ClickHouse is not taking events; they wait in the stream and are retried with backoff")
+	}
+}
+
+func (o *outage) recovered(stored int) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if !o.since.IsZero() {
+		o.log.Info().Dur("down_for", time.Since(o.since)).Int("retries", o.tries).Int("stored", stored).
+			Msg("ClickHouse is taking events again; catching up")
+		o.since, o.tries = time.Time{}, 0
+	}
+}
+
+// keepAlive marks msgs in progress every interval until stopped, so a slow or
+// absent ClickHouse does not get them redelivered to another sink.
+func keepAlive(msgs []jetstream.Msg, every time.Duration) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				for _, m := range msgs {
+					_ = m.InProgress()
+				}
+			}
+		}
+	}()
+	return func() { close(done); wg.Wait() }
+}
+
+// sleep waits d or until ctx ends; it reports whether d passed.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
