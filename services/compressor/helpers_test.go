@@ -1,8 +1,8 @@
 package compressor
 
 import (
-	"crypto/sha256"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -55,7 +55,9 @@ func request(t testing.TB, b *heraldtest.Bus, req *heraldpb.CompressRequest) *he
 
 func sys(s string) *heraldpb.ChatMessage  { return &heraldpb.ChatMessage{Role: "system", Content: s} }
 func user(s string) *heraldpb.ChatMessage { return &heraldpb.ChatMessage{Role: "user", Content: s} }
-func asst(s string) *heraldpb.ChatMessage { return &heraldpb.ChatMessage{Role: "assistant", Content: s} }
+func asst(s string) *heraldpb.ChatMessage {
+	return &heraldpb.ChatMessage{Role: "assistant", Content: s}
+}
 
 func calls(id, name string, args any) *heraldpb.ChatMessage {
 	data, _ := json.Marshal(args)
