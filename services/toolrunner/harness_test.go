@@ -45,21 +45,28 @@ func testConfig(t *testing.T) Config {
 
 func newHarness(t *testing.T, mutate ...func(*Config)) *harness {
 	t.Helper()
-	b := heraldtest.StartBus(t)
+	h := newIdleHarness(t, heraldtest.StartBus(t), mutate...)
+	h.svc = h.startRunner("runner-1", h.cfg)
+	return h
+}
+
+// newIdleHarness has a bus and a configuration but no runner yet.
+func newIdleHarness(t *testing.T, b *heraldtest.Bus, mutate ...func(*Config)) *harness {
+	t.Helper()
 	cfg := testConfig(t)
 	for _, m := range mutate {
 		m(&cfg)
 	}
-	h := &harness{t: t, bus: b, cfg: cfg, sid: fmt.Sprintf("s%d", callSeq.Add(1))}
-	h.svc = h.startRunner("runner-1", cfg)
-	return h
+	return &harness{t: t, bus: b, cfg: cfg, sid: fmt.Sprintf("s%d", callSeq.Add(1))}
 }
 
 // startRunner starts another runner (as another process would) on its own connection.
 func (h *harness) startRunner(name string, cfg Config) *Service {
 	h.t.Helper()
 	nc, js := h.bus.Connect(h.t, name)
-	svc, err := New(cfg, service.Deps{NC: nc, JS: js, Log: heraldtest.Logger(h.t), Config: config.Default(), Instance: name})
+	deps := depsFor(nc, js, h.t)
+	deps.Instance = name
+	svc, err := New(cfg, deps)
 	require.NoError(h.t, err)
 	require.NoError(h.t, svc.Start(context.Background()))
 	h.t.Cleanup(func() {
@@ -175,4 +182,8 @@ func terminalOf(t *testing.T, res *heraldpb.ToolResult) terminalReply {
 	var r terminalReply
 	require.NoError(t, json.Unmarshal([]byte(res.GetContent()), &r), res.GetContent())
 	return r
+}
+
+func depsFor(nc *nats.Conn, js jetstream.JetStream, t *testing.T) service.Deps {
+	return service.Deps{NC: nc, JS: js, Log: heraldtest.Logger(t), Config: config.Default()}
 }

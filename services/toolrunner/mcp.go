@@ -2,15 +2,174 @@ package toolrunner
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
+	"os/exec"
+	"regexp"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
 
+	"github.com/heraldrun/herald/pkg/config"
 	"github.com/heraldrun/herald/pkg/toolspec"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// mcpHub holds the MCP servers' tools.
-type mcpHub struct{}
+// MCPPrefix starts the name of every MCP tool: mcp_<server>_<tool>.
+const MCPPrefix = "mcp_"
 
-func (s *Service) startMCP(ctx context.Context) error { return nil }
-func (s *Service) stopMCP()                           {}
+// mcpHub holds the sessions with the configured MCP servers and the tools
+// they offer, under namespaced names. It is filled once at Start and only
+// read afterwards.
+type mcpHub struct {
+	sessions map[string]*mcp.ClientSession
+	tools    map[string]mcpTool
+}
 
-func (h *mcpHub) lookup(name string) (tool, toolspec.Spec, bool) { return nil, toolspec.Spec{}, false }
-func (h *mcpHub) specs() []toolspec.Spec                         { return nil }
+type mcpTool struct {
+	session *mcp.ClientSession
+	remote  string
+	spec    toolspec.Spec
+}
+
+// startMCP starts every configured server and lists its tools; a server
+// that cannot start fails Start, so a broken configuration is seen at once.
+func (s *Service) startMCP(ctx context.Context) error {
+	hub := &mcpHub{sessions: map[string]*mcp.ClientSession{}, tools: map[string]mcpTool{}}
+	s.mcp = hub
+	names := make([]string, 0, len(s.cfg.MCPServers))
+	for name := range s.cfg.MCPServers {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		if err := hub.connect(ctx, name, s.cfg.MCPServers[name], s.cfg.WorkspaceRoot); err != nil {
+			s.stopMCP()
+			return fmt.Errorf("toolrunner: MCP server %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+func (h *mcpHub) connect(ctx context.Context, name string, srv config.MCPServer, dir string) error {
+	cmd := exec.Command(srv.Command, srv.Args...)
+	// The server gets the scrubbed environment plus what its entry names:
+	// a key it needs is given to it alone, never to every tool.
+	cmd.Env = scrubbedEnv()
+	for k, v := range srv.Env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	cmd.Dir = dir
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	client := mcp.NewClient(&mcp.Implementation{Name: "herald-toolrunner", Version: "v1"}, nil)
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	session, err := client.Connect(cctx, &mcp.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}, nil)
+	if err != nil {
+		return fmt.Errorf("start %s: %w", srv.Command, err)
+	}
+	h.sessions[name] = session
+	for t, err := range session.Tools(cctx, nil) {
+		if err != nil {
+			return fmt.Errorf("list tools: %w", err)
+		}
+		spec := mcpSpec(name, t)
+		h.tools[spec.Name] = mcpTool{session: session, remote: t.Name, spec: spec}
+	}
+	return nil
+}
+
+var notInName = regexp.MustCompile(`[^A-Za-z0-9_-]`)
+
+// mcpSpec turns an MCP tool into a Herald tool spec under its namespaced name.
+func mcpSpec(server string, t *mcp.Tool) toolspec.Spec {
+	name := notInName.ReplaceAllString(MCPPrefix+server+"_"+t.Name, "_")
+	if len(name) > 64 {
+		name = name[:64]
+	}
+	params, _ := t.InputSchema.(map[string]any)
+	if params == nil {
+		params = map[string]any{"type": "object", "properties": map[string]any{}}
+	}
+	spec := toolspec.Spec{Name: name, Description: t.Description, Parameters: params, Service: "toolrunner"}
+	if a := t.Annotations; a != nil {
+		spec.ReadOnly = a.ReadOnlyHint
+		spec.Idempotent = a.ReadOnlyHint || a.IdempotentHint
+	}
+	return spec
+}
+
+func (s *Service) stopMCP() {
+	if s.mcp == nil {
+		return
+	}
+	for name, session := range s.mcp.sessions {
+		if err := session.Close(); err != nil {
+			s.log.Debug().Err(err).Str("mcp_server", name).Msg("MCP server stopped with an error")
+		}
+	}
+	s.mcp.sessions = map[string]*mcp.ClientSession{}
+}
+
+func (h *mcpHub) lookup(name string) (tool, toolspec.Spec, bool) {
+	if h == nil {
+		return nil, toolspec.Spec{}, false
+	}
+	t, ok := h.tools[name]
+	if !ok {
+		return nil, toolspec.Spec{}, false
+	}
+	return t.call, t.spec, true
+}
+
+func (h *mcpHub) specs() []toolspec.Spec {
+	if h == nil {
+		return nil
+	}
+	out := make([]toolspec.Spec, 0, len(h.tools))
+	for _, t := range h.tools {
+		out = append(out, t.spec)
+	}
+	return out
+}
+
+// call forwards a call to the tool's server.
+func (t mcpTool) call(ctx context.Context, c *call) outcome {
+	if err := decodeArgs(t.spec.Name, t.spec.Parameters, c.req.GetArguments(), nil); err != nil {
+		return failed(err)
+	}
+	var args map[string]any
+	if strings.TrimSpace(c.req.GetArguments()) != "" {
+		_ = json.Unmarshal([]byte(c.req.GetArguments()), &args)
+	}
+	res, err := t.session.CallTool(ctx, &mcp.CallToolParams{Name: t.remote, Arguments: args})
+	if err != nil {
+		return failed(fmt.Errorf("MCP tool %s: %w", t.remote, err))
+	}
+	text := mcpText(res)
+	if res.IsError {
+		return outcome{status: statusError, content: text}
+	}
+	return ok(text)
+}
+
+// mcpText renders a result's content for the model: text as is, other
+// content as a short note of what it was.
+func mcpText(res *mcp.CallToolResult) string {
+	var parts []string
+	for _, c := range res.Content {
+		switch v := c.(type) {
+		case *mcp.TextContent:
+			parts = append(parts, v.Text)
+		default:
+			data, _ := json.Marshal(c)
+			parts = append(parts, string(data))
+		}
+	}
+	if len(parts) == 0 && res.StructuredContent != nil {
+		data, _ := json.Marshal(res.StructuredContent)
+		parts = append(parts, string(data))
+	}
+	return strings.Join(parts, "\n")
+}
