@@ -15,8 +15,11 @@ import (
 )
 
 // SubagentMarker in a session's system message hides the session (a
-// delegated child's) from session_search.
+// delegated child's) from session_search. The loop's note to a child
+// ("You are a subagent ...") is recognised as well.
 const SubagentMarker = "[subagent]"
+
+const subagentNote = "You are a subagent"
 
 // Limits that keep the index small on tens of thousands of sessions.
 const (
@@ -96,7 +99,7 @@ func (ix *Index) Add(e *heraldpb.TranscriptEntry, seq uint64) {
 	doc.Updated = max(doc.Updated, e.TsUnixMs)
 	if m.Role == "system" {
 		doc.Msgs[e.Index] = StoredMessage{Present: true, Role: m.Role}
-		doc.Hidden = doc.Hidden || strings.Contains(m.Content, SubagentMarker)
+		doc.Hidden = doc.Hidden || strings.Contains(m.Content, SubagentMarker) || strings.Contains(m.Content, subagentNote)
 		return
 	}
 	text := messageText(m)
