@@ -122,6 +122,9 @@ type Reply struct {
 	Delay time.Duration
 	// ChunkChars splits streamed content into chunks of this many characters.
 	ChunkChars int
+	// CutAfter drops the connection mid-answer: after this many streamed
+	// events, or (not streaming) half-way through the JSON body.
+	CutAfter int
 }
 
 // Text is a reply with content only.
@@ -225,6 +228,12 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.WriteString(w, reply.Raw)
 	case req.Stream:
 		writeStream(w, req, reply)
+	case reply.CutAfter > 0:
+		data, _ := json.Marshal(completion(req, reply))
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Content-Length", fmt.Sprint(len(data)))
+		_, _ = w.Write(data[:len(data)/2])
+		panic(http.ErrAbortHandler)
 	default:
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(completion(req, reply))

@@ -104,7 +104,12 @@ func split(s string, n int) []string {
 func writeStream(w http.ResponseWriter, req *Request, reply Reply) {
 	w.Header().Set("Content-Type", "text/event-stream")
 	flusher, _ := w.(http.Flusher)
+	sent := 0
 	send := func(v any) {
+		if reply.CutAfter > 0 && sent >= reply.CutAfter {
+			panic(http.ErrAbortHandler) // the connection drops mid-stream
+		}
+		sent++
 		data, _ := json.Marshal(v)
 		_, _ = fmt.Fprintf(w, "data: %s\n\n", data)
 		if flusher != nil {

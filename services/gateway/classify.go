@@ -51,10 +51,10 @@ func classify(err error) *attemptError {
 		return newAttemptError(ClassFormatError, "the provider sent a response that could not be read: "+fe.reason, err)
 	case errors.Is(err, context.DeadlineExceeded) || isTimeout(err):
 		return newAttemptError(ClassTimeout, "the provider did not answer in time", err)
-	case isNetwork(err):
-		return newAttemptError(ClassNetwork, "could not reach the provider: "+networkReason(err), err)
 	case isDecodeError(err):
 		return newAttemptError(ClassFormatError, "the provider sent a response that could not be read", err)
+	case isNetwork(err):
+		return newAttemptError(ClassNetwork, "the connection to the provider failed: "+networkReason(err), err)
 	default:
 		return newAttemptError(ClassUnknown, truncate(err.Error(), maxProviderMessageLen), err)
 	}
