@@ -31,6 +31,7 @@ type mcpTool struct {
 	session *mcp.ClientSession
 	remote  string
 	spec    toolspec.Spec
+	timeout time.Duration
 }
 
 // startMCP starts every configured server and lists its tools; a server
@@ -44,7 +45,7 @@ func (s *Service) startMCP(ctx context.Context) error {
 	}
 	sort.Strings(names)
 	for _, name := range names {
-		if err := hub.connect(ctx, name, s.cfg.MCPServers[name], s.cfg.WorkspaceRoot); err != nil {
+		if err := hub.connect(ctx, name, s.cfg.MCPServers[name], s.cfg.WorkspaceRoot, s.cfg.TerminalTimeout); err != nil {
 			s.stopMCP()
 			return fmt.Errorf("toolrunner: MCP server %s: %w", name, err)
 		}
@@ -52,7 +53,7 @@ func (s *Service) startMCP(ctx context.Context) error {
 	return nil
 }
 
-func (h *mcpHub) connect(ctx context.Context, name string, srv config.MCPServer, dir string) error {
+func (h *mcpHub) connect(ctx context.Context, name string, srv config.MCPServer, dir string, timeout time.Duration) error {
 	cmd := exec.Command(srv.Command, srv.Args...)
 	// The server gets the scrubbed environment plus what its entry names:
 	// a key it needs is given to it alone, never to every tool.
@@ -75,7 +76,7 @@ func (h *mcpHub) connect(ctx context.Context, name string, srv config.MCPServer,
 			return fmt.Errorf("list tools: %w", err)
 		}
 		spec := mcpSpec(name, t)
-		h.tools[spec.Name] = mcpTool{session: session, remote: t.Name, spec: spec}
+		h.tools[spec.Name] = mcpTool{session: session, remote: t.Name, spec: spec, timeout: timeout}
 	}
 	return nil
 }
@@ -143,7 +144,12 @@ func (t mcpTool) call(ctx context.Context, c *call) outcome {
 	if strings.TrimSpace(c.req.GetArguments()) != "" {
 		_ = json.Unmarshal([]byte(c.req.GetArguments()), &args)
 	}
+	ctx, cancel := context.WithTimeout(ctx, t.timeout)
+	defer cancel()
 	res, err := t.session.CallTool(ctx, &mcp.CallToolParams{Name: t.remote, Arguments: args})
+	if ctx.Err() == context.DeadlineExceeded {
+		return outcome{status: statusTimeout, content: fmt.Sprintf("MCP tool %s did not answer within %s", t.remote, t.timeout)}
+	}
 	if err != nil {
 		return failed(fmt.Errorf("MCP tool %s: %w", t.remote, err))
 	}

@@ -2,10 +2,12 @@ package toolrunner
 
 import (
 	"context"
+	"github.com/heraldrun/herald/pkg/config"
 	"github.com/heraldrun/herald/proto/heraldpb"
 	gproto "google.golang.org/protobuf/proto"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -168,4 +170,72 @@ func TestToolEventsReachTheToolEventsStream(t *testing.T) {
 	require.Equal(t, "runner-1", ev.GetRunner())
 	require.Equal(t, "ok", ev.GetStatus())
 	require.Positive(t, ev.GetOutputBytes())
+}
+
+func TestWorkspaceSymlinkedOutOfTheRootIsRefused(t *testing.T) {
+	h := newHarness(t)
+	require.NoError(t, os.Symlink(t.TempDir(), filepath.Join(h.cfg.WorkspaceRoot, "escape")))
+	req := h.request("write_file", map[string]any{"path": "f.txt", "content": "x"})
+	req.Workspace = "escape"
+	res := h.run(req)
+	require.Equal(t, "denied", res.GetStatus())
+	require.Contains(t, res.GetContent(), "outside the workspace")
+}
+
+func TestShutdownStopsARunningCallAndReportsIt(t *testing.T) {
+	h := newHarness(t)
+	req := h.request("terminal", map[string]any{"command": "echo $$ > shell.pid; sleep 60"})
+	h.publish(req, req.GetCallId())
+	pidFile := filepath.Join(h.cfg.WorkspaceRoot, "shell.pid")
+	require.Eventually(t, func() bool { _, err := os.Stat(pidFile); return err == nil }, 10*time.Second, 10*time.Millisecond)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	require.ErrorIs(t, h.svc.Shutdown(ctx), context.DeadlineExceeded)
+	require.NoError(t, h.svc.Shutdown(context.Background()), "a second Shutdown is a no-op")
+
+	res := h.result(req, 10*time.Second)
+	require.Equal(t, "unknown_outcome", res.GetStatus())
+	require.Contains(t, res.GetContent(), "stopped")
+	pid, err := strconv.Atoi(strings.TrimSpace(string(must(os.ReadFile(pidFile)))))
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return !processAlive(pid) }, 5*time.Second, 20*time.Millisecond)
+}
+
+func TestShutdownWithoutStart(t *testing.T) {
+	h := newIdleHarness(t, heraldtest.StartBus(t))
+	svc, err := New(h.cfg, depsFor(h.bus.NC, h.bus.JS, t))
+	require.NoError(t, err)
+	require.NoError(t, svc.Shutdown(context.Background()))
+}
+
+func TestConfigValidation(t *testing.T) {
+	cfg := DefaultConfig()
+	require.NoError(t, cfg.Validate())
+	cfg.ApprovalsMode = "sometimes"
+	cfg.Pool = "bad pool"
+	cfg.ToolConcurrency = map[string]int{"terminal": 0}
+	err := cfg.Validate()
+	require.ErrorContains(t, err, "approvals mode")
+	require.ErrorContains(t, err, "pool")
+	require.ErrorContains(t, err, "concurrency limit of terminal")
+}
+
+func TestConfigFromHeraldConfig(t *testing.T) {
+	c := config.Default()
+	c.Workspace = "/srv/ws"
+	c.DataDir = "/srv/data"
+	c.ToolOutput.TerminalMaxChars = 1234
+	c.Approvals = config.Approvals{Mode: "deny", Timeout: 5 * time.Second}
+	c.MCPServers = map[string]config.MCPServer{"gh": {Command: "gh-mcp"}}
+	cfg := ConfigFrom(c)
+	require.Equal(t, "/srv/ws", cfg.WorkspaceRoot)
+	require.Equal(t, "/srv/data/checkpoints", cfg.CheckpointDir)
+	require.Equal(t, 1234, cfg.TerminalMaxChars)
+	require.Equal(t, 2000, cfg.ReadFileMaxLines)
+	require.Equal(t, ApprovalsDeny, cfg.ApprovalsMode)
+	require.Equal(t, 5*time.Second, cfg.ApprovalTimeout)
+	require.Equal(t, bus.DefaultPool, cfg.Pool)
+	require.Contains(t, cfg.MCPServers, "gh")
+	require.NoError(t, cfg.Validate())
 }

@@ -33,6 +33,14 @@ func openWorkspace(root, sub string) (workspace, error) {
 	if err != nil {
 		return workspace{}, fmt.Errorf("workspace: %w", err)
 	}
+	base, err := filepath.EvalSymlinks(root)
+	if err != nil {
+		return workspace{}, fmt.Errorf("workspace root: %w", err)
+	}
+	// A task's folder that is a symlink out of the root is no workspace.
+	if !(workspace{root: base}).contains(real) {
+		return workspace{}, fmt.Errorf("workspace %q: %w", sub, ErrOutsideWorkspace)
+	}
 	return workspace{root: real}, nil
 }
 
