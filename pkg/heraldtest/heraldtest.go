@@ -5,6 +5,7 @@ package heraldtest
 
 import (
 	"context"
+	"os"
 	"testing"
 	"time"
 
@@ -52,9 +53,14 @@ func (b *Bus) Connect(t testing.TB, name string) (*nats.Conn, jetstream.JetStrea
 	return nc, js
 }
 
-// Logger returns a logger that writes into the test's output.
+// Logger returns a logger that writes into the test's output, at the level
+// HERALD_TEST_LOG names (default info).
 func Logger(t testing.TB) zerolog.Logger {
-	return zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.InfoLevel)
+	lvl, err := zerolog.ParseLevel(os.Getenv("HERALD_TEST_LOG"))
+	if err != nil || lvl == zerolog.NoLevel {
+		lvl = zerolog.InfoLevel
+	}
+	return zerolog.New(zerolog.NewTestWriter(t)).Level(lvl).With().Timestamp().Logger()
 }
 
 // DeadLetters returns the dead letters stored for stream so far.

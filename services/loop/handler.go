@@ -90,9 +90,9 @@ func (s *Service) maxIterations(task proto.Task) int {
 type requestKind int
 
 const (
-	nextStep requestKind = iota // a new iteration
-	retry                       // the same iteration again (empty, truncated)
-	graceCall                   // the summary call after the budget is spent
+	nextStep  requestKind = iota // a new iteration
+	retry                        // the same iteration again (empty, truncated)
+	graceCall                    // the summary call after the budget is spent
 )
 
 // requestModel asks the gateway for the next response. scaffold messages go

@@ -58,33 +58,33 @@ type scaffoldMsg struct {
 
 // State is the small per-session record in the herald_sessions bucket.
 type State struct {
-	SessionID       string  `json:"session_id"`
-	TaskID          string  `json:"task_id"`
-	Tenant          string  `json:"tenant"`
-	Model           string  `json:"model"`
-	Pool            string  `json:"pool"`
-	Workspace       string  `json:"workspace,omitempty"`
-	ParentSessionID string  `json:"parent_session_id,omitempty"`
-	Status          string  `json:"status"`
-	Turn            int     `json:"turn"`
-	Step            int     `json:"step"`
-	MaxIterations   int     `json:"max_iterations"`
-	TranscriptLen   int     `json:"transcript_len"`
-	Pending         *Pending `json:"pending,omitempty"`
-	APICalls        int     `json:"api_calls"`
+	SessionID       string      `json:"session_id"`
+	TaskID          string      `json:"task_id"`
+	Tenant          string      `json:"tenant"`
+	Model           string      `json:"model"`
+	Pool            string      `json:"pool"`
+	Workspace       string      `json:"workspace,omitempty"`
+	ParentSessionID string      `json:"parent_session_id,omitempty"`
+	Status          string      `json:"status"`
+	Turn            int         `json:"turn"`
+	Step            int         `json:"step"`
+	MaxIterations   int         `json:"max_iterations"`
+	TranscriptLen   int         `json:"transcript_len"`
+	Pending         *Pending    `json:"pending,omitempty"`
+	APICalls        int         `json:"api_calls"`
 	Usage           proto.Usage `json:"usage"`
-	CostUSD         float64 `json:"cost_usd"`
-	SessionCostUSD  float64 `json:"session_cost_usd"`
-	MaxCostUSD      float64 `json:"max_cost_usd,omitempty"`
-	EventSeq        int64   `json:"event_seq"`
-	Yes             bool    `json:"yes,omitempty"`
-	TurnStartedMs   int64   `json:"turn_started_ms"`
-	Toolsets        []string `json:"toolsets,omitempty"`
+	CostUSD         float64     `json:"cost_usd"`
+	SessionCostUSD  float64     `json:"session_cost_usd"`
+	MaxCostUSD      float64     `json:"max_cost_usd,omitempty"`
+	EventSeq        int64       `json:"event_seq"`
+	Yes             bool        `json:"yes,omitempty"`
+	TurnStartedMs   int64       `json:"turn_started_ms"`
+	Toolsets        []string    `json:"toolsets,omitempty"`
 
-	ParentCallID    string  `json:"parent_call_id,omitempty"`
-	Attempt         int     `json:"attempt"`
-	PreferFallback  bool    `json:"prefer_fallback,omitempty"`
-	GraceReason     string  `json:"grace_reason,omitempty"`
+	ParentCallID   string `json:"parent_call_id,omitempty"`
+	Attempt        int    `json:"attempt"`
+	PreferFallback bool   `json:"prefer_fallback,omitempty"`
+	GraceReason    string `json:"grace_reason,omitempty"`
 
 	// Retry and repair counters of the current turn.
 	EmptyRetries     int    `json:"empty_retries,omitempty"`
@@ -95,12 +95,12 @@ type State struct {
 	RepeatCount      int    `json:"repeat_count,omitempty"`
 	Continuations    int    `json:"continuations,omitempty"`
 	PartialContent   string `json:"partial_content,omitempty"`
-	LastPressureMs  int64    `json:"last_pressure_ms,omitempty"`
-	LastPressurePct int      `json:"last_pressure_pct,omitempty"`
-	PromptTokens    int64    `json:"prompt_tokens,omitempty"`
-	Compressions    int      `json:"compressions,omitempty"`
-	WeakCompressions int     `json:"weak_compressions,omitempty"`
-	NoCompress      bool     `json:"no_compress,omitempty"`
+	LastPressureMs   int64  `json:"last_pressure_ms,omitempty"`
+	LastPressurePct  int    `json:"last_pressure_pct,omitempty"`
+	PromptTokens     int64  `json:"prompt_tokens,omitempty"`
+	Compressions     int    `json:"compressions,omitempty"`
+	WeakCompressions int    `json:"weak_compressions,omitempty"`
+	NoCompress       bool   `json:"no_compress,omitempty"`
 }
 
 // resetTurnCounters clears what one turn's retries and repairs counted.

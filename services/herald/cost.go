@@ -1,0 +1,85 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/heraldrun/herald/pkg/config"
+	"github.com/heraldrun/herald/services/accounting"
+)
+
+func cmdCost(ctx context.Context, args []string, cio cliIO) int {
+	fs := newFlagSet("cost", cio.err)
+	var c common
+	c.register(fs)
+	by := fs.String("by", "model", "group by: "+strings.Join(accounting.CostGroupings, ", "))
+	since := fs.Duration("since", 0, "only the last DURATION (e.g. 24h); default all time")
+	session := fs.String("session", "", "only this session")
+	tenant := fs.String("tenant", "", "only this tenant")
+	jsonOut := fs.Bool("json", false, "print JSON")
+	if _, err := parseInterspersed(fs, args); err != nil {
+		return flagExit(err)
+	}
+	cfg, err := c.load()
+	if err != nil {
+		fmt.Fprintln(cio.err, "herald cost:", err)
+		return exitUsage
+	}
+	rep, err := accounting.QueryCost(ctx, clickHouseDSN(cfg), accounting.CostQuery{By: *by, Since: *since, Session: *session, Tenant: *tenant})
+	if err != nil {
+		fmt.Fprintln(cio.err, "herald cost:", err)
+		return exitFail
+	}
+	if *jsonOut {
+		enc := json.NewEncoder(cio.out)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(rep)
+		return exitOK
+	}
+	if err := rep.WriteTable(cio.out); err != nil {
+		fmt.Fprintln(cio.err, "herald cost:", err)
+		return exitFail
+	}
+	return exitOK
+}
+
+// clickHouseDSN is HERALD_CLICKHOUSE_DSN, else the private server's that
+// `herald up` recorded in the data dir.
+func clickHouseDSN(cfg config.Config) string {
+	if cfg.ClickHouseDSN != "" {
+		return cfg.ClickHouseDSN
+	}
+	data, err := os.ReadFile(filepath.Join(cfg.DataDir, dsnFile))
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(data))
+}
+
+func cmdMigrate(ctx context.Context, args []string, cio cliIO) int {
+	fs := newFlagSet("migrate", cio.err)
+	var c common
+	c.register(fs)
+	if _, err := parseInterspersed(fs, args); err != nil {
+		return flagExit(err)
+	}
+	cfg, err := c.load()
+	if err != nil {
+		fmt.Fprintln(cio.err, "herald migrate:", err)
+		return exitUsage
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	applied, err := accounting.Migrate(ctx, clickHouseDSN(cfg))
+	if err != nil {
+		fmt.Fprintln(cio.err, "herald migrate:", err)
+		return exitFail
+	}
+	fmt.Fprintf(cio.out, "schema up to date; applied now: %v\n", applied)
+	return exitOK
+}

@@ -1,0 +1,124 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/heraldrun/herald/pkg/config"
+	"github.com/heraldrun/herald/pkg/scripted"
+	"github.com/heraldrun/herald/proto"
+	"github.com/heraldrun/herald/services/accounting"
+	"github.com/heraldrun/herald/services/herald/internal/app"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// demoModel is priced in the demo's configuration so the cost table shows
+// real arithmetic on the tokens the scripted model reports.
+const demoModel = "herald-demo"
+
+const demoPrompt = "Write a short greeting to hello.txt, read it back, and tell me what it says."
+
+func cmdDemo(ctx context.Context, args []string, cio cliIO) int {
+	fs := newFlagSet("demo", cio.err)
+	var c common
+	c.register(fs)
+	keep := fs.Bool("keep", false, "keep the demo's data folder (workspace, streams, ClickHouse)")
+	if _, err := parseInterspersed(fs, args); err != nil {
+		return flagExit(err)
+	}
+	cfg, err := c.load()
+	if err != nil {
+		fmt.Fprintln(cio.err, "herald demo:", err)
+		return exitUsage
+	}
+	if err := runDemo(ctx, cfg, c, cio, *keep); err != nil {
+		fmt.Fprintln(cio.err, "herald demo:", err)
+		return exitFail
+	}
+	return exitOK
+}
+
+func runDemo(ctx context.Context, cfg config.Config, c common, cio cliIO, keep bool) error {
+	log := c.logger(cio.err, "warn")
+	model, err := scripted.Start(scripted.Demo())
+	if err != nil {
+		return err
+	}
+	defer model.Close()
+	dir, err := os.MkdirTemp("", "herald-demo-")
+	if err != nil {
+		return err
+	}
+	if keep {
+		fmt.Fprintf(cio.err, "demo data kept in %s\n", dir)
+	} else {
+		defer os.RemoveAll(dir)
+	}
+	cfg.DataDir, cfg.Workspace, cfg.Tenant = dir, filepath.Join(dir, "workspace"), "demo"
+	cfg.Primary = config.Provider{Provider: "openai", Model: demoModel, BaseURL: model.URL}
+	cfg.FallbackProviders = nil
+	cfg.Pricing = map[string]config.Price{demoModel: {Input: 2.5, Output: 10, CacheRead: 1.25}}
+	if err := os.MkdirAll(cfg.Workspace, 0o755); err != nil {
+		return err
+	}
+	fmt.Fprintln(cio.err, "Herald demo — a scripted model (no API key, no network) drives real services over embedded NATS JetStream.")
+	ch, err := privateClickHouse(ctx, &cfg.ClickHouseDSN, dir, log)
+	if err != nil {
+		return err
+	}
+	defer ch.stop()
+	a, err := app.Start(ctx, app.Options{Config: cfg, StoreDir: filepath.Join(dir, "nats"), Log: log, Instance: "demo"})
+	if err != nil {
+		return err
+	}
+	defer a.Shutdown(context.Background())
+	js, err := jetstream.New(a.NC)
+	if err != nil {
+		return err
+	}
+	task := proto.Task{Prompt: demoPrompt, SessionID: "demo-" + uuid.NewString()[:8], TaskID: "t-" + uuid.NewString(), Tenant: "demo"}
+	fmt.Fprintf(cio.out, "\n> %s\n\n", demoPrompt)
+	s := &stream{nc: a.NC, js: js, cio: cio, task: task}
+	res, err := s.run(ctx)
+	if err != nil {
+		return err
+	}
+	reportResult(res, cio, false)
+	if res.ExitReason != proto.ExitTextResponse {
+		return fmt.Errorf("the demo task ended with %s", res.ExitReason)
+	}
+	if data, err := os.ReadFile(filepath.Join(cfg.Workspace, "hello.txt")); err == nil {
+		fmt.Fprintf(cio.out, "\nhello.txt in the workspace now holds:\n%s", data)
+	}
+	return printDemoCost(ctx, cfg.ClickHouseDSN, res, cio)
+}
+
+// printDemoCost waits until every model call of the run is in ClickHouse,
+// then prints the cost table read back from it.
+func printDemoCost(ctx context.Context, dsn string, res proto.Result, cio cliIO) error {
+	if dsn == "" {
+		fmt.Fprintln(cio.out, "\nNo ClickHouse here (install clickhouse-server or set HERALD_CLICKHOUSE_DSN): usage events wait in the USAGE stream.")
+		return nil
+	}
+	q := accounting.CostQuery{By: "model", Session: res.SessionID}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		rep, err := accounting.QueryCost(ctx, dsn, q)
+		if err == nil && rep.Total.Calls >= uint64(res.APICalls) {
+			fmt.Fprintln(cio.out, "\nCost of this run, read back from ClickHouse (herald cost --by model):")
+			return rep.WriteTable(cio.out)
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("usage did not reach ClickHouse within 60s (last error: %v)", err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}

@@ -1,0 +1,68 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/heraldrun/herald/pkg/config"
+	"github.com/heraldrun/herald/pkg/logging"
+	"github.com/rs/zerolog"
+)
+
+// parseInterspersed parses flags that may come before or after positional
+// arguments ("herald run "fix it" --json").
+func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+	var positional []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			return positional, nil
+		}
+		positional = append(positional, rest[0])
+		args = rest[1:]
+	}
+}
+
+// common are the flags every command shares.
+type common struct {
+	configPath string
+	logLevel   string
+}
+
+func (c *common) register(fs *flag.FlagSet) {
+	fs.StringVar(&c.configPath, "config", "", "path to herald.yaml (default: ./herald.yaml or HERALD_CONFIG)")
+	fs.StringVar(&c.logLevel, "log-level", "", "log level: debug, info, warn, error (default warn for run, info otherwise)")
+}
+
+func (c *common) load() (config.Config, error) {
+	cfg, err := config.Load(c.configPath)
+	if err != nil {
+		return config.Config{}, fmt.Errorf("configuration: %w", err)
+	}
+	return cfg, nil
+}
+
+func (c *common) logger(w io.Writer, def string) zerolog.Logger {
+	level := c.logLevel
+	if level == "" {
+		level = os.Getenv("HERALD_LOG_LEVEL")
+	}
+	if level == "" {
+		level = def
+	}
+	return logging.New(w, level, os.Getenv("HERALD_LOG_FORMAT") != "json")
+}
+
+func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("herald "+name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	return fs
+}
+
+func usageError(err error) bool { return err != nil && !errors.Is(err, flag.ErrHelp) }

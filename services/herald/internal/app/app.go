@@ -1,0 +1,190 @@
+// Package app composes Herald's services in one process: over an embedded
+// JetStream server (herald run, up, demo) or against a remote NATS (serve).
+// It owns wiring and lifecycle only; every behaviour lives in the services.
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"time"
+
+	"github.com/heraldrun/herald/pkg/bus"
+	"github.com/heraldrun/herald/pkg/config"
+	"github.com/heraldrun/herald/pkg/embedded"
+	"github.com/heraldrun/herald/pkg/service"
+	"github.com/heraldrun/herald/services/accounting"
+	"github.com/heraldrun/herald/services/compressor"
+	"github.com/heraldrun/herald/services/gateway"
+	"github.com/heraldrun/herald/services/loop"
+	"github.com/heraldrun/herald/services/memory"
+	"github.com/heraldrun/herald/services/toolrunner"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+)
+
+// Options say which services to run and where the bus is.
+type Options struct {
+	Config   config.Config
+	Services []string // nil: all
+	// Embedded runs a NATS server in the process with its store here;
+	// empty means connect to Config.NATSURL.
+	StoreDir string
+	// Listen is the embedded server's client address ("" = in-process only).
+	Listen string
+	// NATSConfigFile is an optional nats-server config for the embedded server.
+	NATSConfigFile string
+	Log            zerolog.Logger
+	Instance       string
+	// ToolConcurrency and Pool tune a tool runner (herald serve).
+	ToolConcurrency int
+	Pool            string
+	// ConnectTimeout bounds waiting for a remote NATS (serve).
+	ConnectTimeout time.Duration
+}
+
+// App is a running composition.
+type App struct {
+	Server   *embedded.Server
+	NC       *nats.Conn
+	JS       jetstream.JetStream
+	services []service.Service
+	log      zerolog.Logger
+}
+
+// ErrUnknownService names a service that does not exist.
+var ErrUnknownService = errors.New("unknown service")
+
+// Start starts the bus (or connects to it), declares the streams and starts
+// the services in dependency order.
+func Start(ctx context.Context, o Options) (*App, error) {
+	names := o.Services
+	if len(names) == 0 {
+		names = service.Names
+	}
+	for _, n := range names {
+		if !slices.Contains(service.Names, n) {
+			return nil, fmt.Errorf("%w %q (known: %v)", ErrUnknownService, n, service.Names)
+		}
+	}
+	a := &App{log: o.Log}
+	if err := a.connect(ctx, o); err != nil {
+		a.Shutdown(context.Background())
+		return nil, err
+	}
+	if err := bus.WaitReady(ctx, a.JS, o.Config.Replicas); err != nil {
+		a.Shutdown(context.Background())
+		return nil, fmt.Errorf("declare streams: %w", err)
+	}
+	deps := service.Deps{NC: a.NC, JS: a.JS, Log: o.Log, Config: o.Config, Instance: instanceName(o.Instance)}
+	for _, n := range service.Names { // dependency order, whatever order was asked
+		if !slices.Contains(names, n) {
+			continue
+		}
+		svc, err := build(n, o, deps)
+		if err == nil {
+			err = svc.Start(ctx)
+		}
+		if err != nil {
+			a.Shutdown(context.Background())
+			return nil, fmt.Errorf("start %s: %w", n, err)
+		}
+		a.services = append(a.services, svc)
+	}
+	return a, nil
+}
+
+func (a *App) connect(ctx context.Context, o Options) error {
+	var err error
+	if o.StoreDir != "" {
+		a.Server, err = embedded.Start(embedded.Options{StoreDir: o.StoreDir, Listen: o.Listen,
+			Log: o.Log, ConfigFile: o.NATSConfigFile})
+		if err != nil {
+			return err
+		}
+		a.NC, err = a.Server.Connect("herald")
+	} else {
+		a.NC, err = Dial(ctx, o.Config.NATSURL, "herald-"+instanceName(o.Instance), o.ConnectTimeout)
+	}
+	if err != nil {
+		return err
+	}
+	a.JS, err = jetstream.New(a.NC)
+	return err
+}
+
+// Dial connects to a NATS server, retrying until timeout (0: one try).
+func Dial(ctx context.Context, url, name string, timeout time.Duration) (*nats.Conn, error) {
+	deadline := time.Now().Add(timeout)
+	for {
+		nc, err := nats.Connect(url, nats.Name(name), nats.MaxReconnects(-1), nats.Timeout(2*time.Second))
+		if err == nil {
+			return nc, nil
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("connect to NATS at %s: %w", url, err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+func build(name string, o Options, deps service.Deps) (service.Service, error) {
+	c := o.Config
+	switch name {
+	case "accounting":
+		return accounting.New(accounting.ConfigFrom(c), deps)
+	case "memory":
+		return memory.New(memory.ConfigFrom(c), deps)
+	case "toolrunner":
+		cfg := toolrunner.ConfigFrom(c)
+		if o.ToolConcurrency > 0 {
+			cfg.Concurrency = o.ToolConcurrency
+		}
+		if o.Pool != "" {
+			cfg.Pool = o.Pool
+		}
+		return toolrunner.New(cfg, deps)
+	case "compressor":
+		return compressor.New(compressor.ConfigFrom(c), deps)
+	case "gateway":
+		return gateway.New(gateway.ConfigFrom(c), deps)
+	case "loop":
+		return loop.New(loop.ConfigFrom(c), deps)
+	}
+	return nil, fmt.Errorf("%w %q", ErrUnknownService, name)
+}
+
+// Shutdown stops the services in reverse order, then the connection and the
+// embedded server. Safe to call twice.
+func (a *App) Shutdown(ctx context.Context) {
+	for i := len(a.services) - 1; i >= 0; i-- {
+		if err := a.services[i].Shutdown(ctx); err != nil {
+			a.log.Warn().Err(err).Str("service", a.services[i].Name()).Msg("service shutdown incomplete")
+		}
+	}
+	a.services = nil
+	if a.NC != nil {
+		_ = a.NC.Flush()
+		a.NC.Close()
+		a.NC = nil
+	}
+	if a.Server != nil {
+		a.Server.Shutdown()
+		a.Server = nil
+	}
+}
+
+func instanceName(s string) string {
+	if s != "" {
+		return s
+	}
+	host, _ := os.Hostname()
+	return fmt.Sprintf("%s-%d", host, os.Getpid())
+}

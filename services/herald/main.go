@@ -1,0 +1,76 @@
+// Command herald is the one binary users run: the CLI, and every Herald
+// service in one process over an embedded JetStream server, or any subset of
+// them against a NATS cluster.
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := Main(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// Exit codes.
+const (
+	exitOK    = 0
+	exitFail  = 1
+	exitUsage = 2
+)
+
+const usage = `herald — an agent runtime on NATS JetStream
+
+Usage:
+  herald run [flags] "PROMPT"     run a task and stream it (in-process when no NATS is reachable)
+  herald up [flags]               run every service over an embedded JetStream server
+  herald serve SERVICE... [flags] run services against HERALD_NATS_URL (loop gateway toolrunner compressor memory accounting)
+  herald cost [flags]             cost and token totals from ClickHouse
+  herald sessions list|show ID|search QUERY
+  herald migrate                  apply the ClickHouse schema
+  herald demo                     the whole system on a built-in scripted model
+
+Run 'herald COMMAND -h' for a command's flags.
+`
+
+// Main runs the CLI and returns the process exit code.
+func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return exitUsage
+	}
+	io := cliIO{in: stdin, out: stdout, err: stderr}
+	switch args[0] {
+	case "run":
+		return cmdRun(ctx, args[1:], io)
+	case "up":
+		return cmdUp(ctx, args[1:], io)
+	case "serve":
+		return cmdServe(ctx, args[1:], io)
+	case "cost":
+		return cmdCost(ctx, args[1:], io)
+	case "sessions":
+		return cmdSessions(ctx, args[1:], io)
+	case "migrate":
+		return cmdMigrate(ctx, args[1:], io)
+	case "demo":
+		return cmdDemo(ctx, args[1:], io)
+	case "-h", "--help", "help":
+		fmt.Fprint(stdout, usage)
+		return exitOK
+	}
+	fmt.Fprintf(stderr, "herald: unknown command %q\n\n%s", args[0], usage)
+	return exitUsage
+}
+
+type cliIO struct {
+	in       io.Reader
+	out, err io.Writer
+}

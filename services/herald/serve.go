@@ -1,0 +1,44 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/heraldrun/herald/services/herald/internal/app"
+)
+
+func cmdServe(ctx context.Context, args []string, cio cliIO) int {
+	fs := newFlagSet("serve", cio.err)
+	var c common
+	c.register(fs)
+	concurrency := fs.Int("concurrency", 0, "calls this process works on at once (tool runner default: number of CPUs)")
+	pool := fs.String("pool", "", "tool-runner pool: take only calls of tasks that name this pool")
+	instance := fs.String("name", "", "instance name shown in results and tool events (default host-pid)")
+	names, err := parseInterspersed(fs, args)
+	if err != nil {
+		return flagExit(err)
+	}
+	if len(names) == 0 {
+		fmt.Fprintln(cio.err, "herald serve: name at least one service: loop gateway toolrunner compressor memory accounting")
+		return exitUsage
+	}
+	cfg, err := c.load()
+	if err != nil {
+		fmt.Fprintln(cio.err, "herald serve:", err)
+		return exitUsage
+	}
+	log := c.logger(cio.err, "info")
+	a, err := app.Start(ctx, app.Options{Config: cfg, Services: names, Log: log, Instance: *instance,
+		ToolConcurrency: *concurrency, Pool: *pool, ConnectTimeout: 30 * time.Second})
+	if err != nil {
+		fmt.Fprintln(cio.err, "herald serve:", err)
+		return exitFail
+	}
+	log.Info().Strs("services", names).Str("nats", cfg.NATSURL).Msg("serving")
+	<-ctx.Done()
+	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	a.Shutdown(sctx)
+	return exitOK
+}

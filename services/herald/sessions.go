@@ -1,0 +1,183 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/heraldrun/herald/pkg/config"
+	"github.com/heraldrun/herald/pkg/embedded"
+	"github.com/heraldrun/herald/services/loop"
+	"github.com/heraldrun/herald/services/memory"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+)
+
+func cmdSessions(ctx context.Context, args []string, cio cliIO) int {
+	fs := newFlagSet("sessions", cio.err)
+	var c common
+	c.register(fs)
+	jsonOut := fs.Bool("json", false, "print JSON")
+	limit := fs.Int("limit", 10, "search: how many sessions")
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		return flagExit(err)
+	}
+	if len(pos) == 0 || (pos[0] != "list" && len(pos) != 2) {
+		fmt.Fprintln(cio.err, "usage: herald sessions list | show ID | search QUERY [--json]")
+		return exitUsage
+	}
+	cfg, err := c.load()
+	if err != nil {
+		fmt.Fprintln(cio.err, "herald sessions:", err)
+		return exitUsage
+	}
+	js, closeFn, err := openBus(cfg)
+	if err != nil {
+		fmt.Fprintln(cio.err, "herald sessions:", err)
+		return exitFail
+	}
+	defer closeFn()
+	switch pos[0] {
+	case "list":
+		err = listSessions(ctx, js, cio, *jsonOut)
+	case "show":
+		err = showSession(ctx, js, pos[1], cio, *jsonOut)
+	case "search":
+		err = searchSessions(ctx, js, pos[1], *limit, cio, *jsonOut)
+	default:
+		fmt.Fprintf(cio.err, "herald sessions: unknown subcommand %q\n", pos[0])
+		return exitUsage
+	}
+	if err != nil {
+		fmt.Fprintln(cio.err, "herald sessions:", err)
+		return exitFail
+	}
+	return exitOK
+}
+
+// openBus connects to HERALD_NATS_URL, or opens the data dir's store with
+// an in-process server when no NATS is running.
+func openBus(cfg config.Config) (jetstream.JetStream, func(), error) {
+	if nc, err := nats.Connect(cfg.NATSURL, nats.Timeout(time.Second)); err == nil {
+		js, err := jetstream.New(nc)
+		return js, nc.Close, err
+	}
+	store := filepath.Join(cfg.DataDir, "nats")
+	if _, err := os.Stat(store); err != nil {
+		return nil, nil, fmt.Errorf("no NATS at %s and no local data in %s", cfg.NATSURL, store)
+	}
+	srv, err := embedded.Start(embedded.Options{StoreDir: store, Log: zerolog.Nop()})
+	if err != nil {
+		return nil, nil, err
+	}
+	nc, err := srv.Connect("herald-sessions")
+	if err != nil {
+		srv.Shutdown()
+		return nil, nil, err
+	}
+	js, err := jetstream.New(nc)
+	return js, func() { nc.Close(); srv.Shutdown() }, err
+}
+
+func listSessions(ctx context.Context, js jetstream.JetStream, cio cliIO, jsonOut bool) error {
+	states, err := loop.ListSessions(ctx, js)
+	if err != nil {
+		return err
+	}
+	if jsonOut {
+		return json.NewEncoder(cio.out).Encode(states)
+	}
+	tw := tabwriter.NewWriter(cio.out, 0, 2, 2, ' ', 0)
+	fmt.Fprintln(tw, "SESSION\tSTATUS\tTURNS\tMODEL\tTENANT\tCOST USD\tPARENT\tSTARTED")
+	for _, s := range states {
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%.6f\t%s\t%s\n", s.SessionID, s.Status, s.Turn, s.Model, s.Tenant,
+			s.SessionCostUSD, s.ParentSessionID, time.UnixMilli(s.TurnStartedMs).UTC().Format(time.DateTime))
+	}
+	return tw.Flush()
+}
+
+type shownMessage struct {
+	Index      int32            `json:"index"`
+	Role       string           `json:"role"`
+	Content    string           `json:"content"`
+	Reasoning  string           `json:"reasoning,omitempty"`
+	ToolCalls  []map[string]any `json:"tool_calls,omitempty"`
+	ToolCallID string           `json:"tool_call_id,omitempty"`
+	Name       string           `json:"name,omitempty"`
+}
+
+func showSession(ctx context.Context, js jetstream.JetStream, sid string, cio cliIO, jsonOut bool) error {
+	st, entries, err := loop.SessionTranscript(ctx, js, sid)
+	if errors.Is(err, loop.ErrNoSession) {
+		return fmt.Errorf("no session %q", sid)
+	}
+	if err != nil {
+		return err
+	}
+	var msgs []shownMessage
+	for _, e := range entries {
+		m := e.Message
+		sm := shownMessage{Index: e.Index, Role: m.Role, Content: m.Content, Reasoning: m.Reasoning, ToolCallID: m.ToolCallId, Name: m.Name}
+		for _, tc := range m.ToolCalls {
+			sm.ToolCalls = append(sm.ToolCalls, map[string]any{"id": tc.Id, "name": tc.Name, "arguments": tc.Arguments})
+		}
+		msgs = append(msgs, sm)
+	}
+	if jsonOut {
+		return json.NewEncoder(cio.out).Encode(map[string]any{"session": st, "messages": msgs})
+	}
+	fmt.Fprintf(cio.out, "session %s · %s · %d turns · model %s · $%.6f\n\n", st.SessionID, st.Status, st.Turn, st.Model, st.SessionCostUSD)
+	for _, m := range msgs {
+		switch {
+		case m.Role == "system":
+			fmt.Fprintf(cio.out, "[system] %s\n\n", firstLine(m.Content))
+		case len(m.ToolCalls) > 0:
+			fmt.Fprintf(cio.out, "[assistant] %s\n", m.Content)
+			for _, tc := range m.ToolCalls {
+				fmt.Fprintf(cio.out, "  → %s %s\n", tc["name"], tc["arguments"])
+			}
+			fmt.Fprintln(cio.out)
+		case m.Role == "tool":
+			fmt.Fprintf(cio.out, "[tool %s] %s\n\n", m.Name, shorten(m.Content, 300))
+		default:
+			fmt.Fprintf(cio.out, "[%s] %s\n\n", m.Role, m.Content)
+		}
+	}
+	return nil
+}
+
+func searchSessions(ctx context.Context, js jetstream.JetStream, query string, limit int, cio cliIO, jsonOut bool) error {
+	hits, err := memory.Search(ctx, js, query, limit)
+	if err != nil {
+		return err
+	}
+	if jsonOut {
+		return json.NewEncoder(cio.out).Encode(hits)
+	}
+	if len(hits) == 0 {
+		fmt.Fprintln(cio.out, "no matching sessions")
+	}
+	for _, h := range hits {
+		fmt.Fprintf(cio.out, "%s (score %.2f)\n", h.SessionID, h.Score)
+		for _, m := range h.Window {
+			data, _ := json.Marshal(m)
+			fmt.Fprintf(cio.out, "  %s\n", shorten(string(data), 200))
+		}
+	}
+	return nil
+}
+
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i] + " …"
+	}
+	return s
+}

@@ -1,0 +1,231 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/heraldrun/herald/pkg/bus"
+	"github.com/heraldrun/herald/proto"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// stream submits one task and follows it to its result, showing progress
+// and answering approval and clarify prompts.
+type stream struct {
+	nc    *nats.Conn
+	js    jetstream.JetStream
+	cio   cliIO
+	quiet bool
+	yes   bool
+	task  proto.Task
+
+	answer    strings.Builder // text streamed in the current step
+	stdin     *bufio.Reader
+	interrupt bool
+}
+
+// interruptGrace is how long to wait for the interrupted turn's result.
+const interruptGrace = 15 * time.Second
+
+func (s *stream) run(ctx context.Context) (proto.Result, error) {
+	sid := s.task.SessionID
+	events := make(chan *nats.Msg, 4096)
+	evSub, err := s.nc.ChanSubscribe(bus.SessionEvents(sid), events)
+	if err != nil {
+		return proto.Result{}, err
+	}
+	defer evSub.Unsubscribe()
+	results := make(chan *nats.Msg, 16)
+	resSub, err := s.nc.ChanSubscribe(bus.SessionResult(sid), results)
+	if err != nil {
+		return proto.Result{}, err
+	}
+	defer resSub.Unsubscribe()
+	if err := bus.PublishJSON(ctx, s.js, bus.TasksSubject, "task:"+s.task.TaskID, s.task); err != nil {
+		return proto.Result{}, fmt.Errorf("submit task: %w", err)
+	}
+	poll := time.NewTicker(2 * time.Second)
+	defer poll.Stop()
+	done := ctx.Done()
+	var deadline <-chan time.Time
+	for {
+		select {
+		case <-done:
+			done = nil
+			s.sendInterrupt()
+			deadline = time.After(interruptGrace)
+		case <-deadline:
+			return proto.Result{}, fmt.Errorf("interrupted, and no result arrived within %s", interruptGrace)
+		case m := <-events:
+			s.onEvent(m.Data)
+		case m := <-results:
+			if res, ok := s.match(m.Data); ok {
+				s.drain(events)
+				return s.finish(res), nil
+			}
+		case <-poll.C:
+			if res, ok := s.pollResult(); ok {
+				s.drain(events)
+				return s.finish(res), nil
+			}
+		}
+	}
+}
+
+// drain shows the events that arrived with or just before the result: the
+// result and the last deltas travel on different subjects, so they may be
+// delivered in either order.
+func (s *stream) drain(events <-chan *nats.Msg) {
+	quiet := time.NewTimer(50 * time.Millisecond)
+	defer quiet.Stop()
+	for {
+		select {
+		case m := <-events:
+			s.onEvent(m.Data)
+		case <-quiet.C:
+			return
+		}
+	}
+}
+
+func (s *stream) match(data []byte) (proto.Result, bool) {
+	var res proto.Result
+	if json.Unmarshal(data, &res) != nil || res.TaskID != s.task.TaskID {
+		return proto.Result{}, false
+	}
+	return res, true
+}
+
+// pollResult covers a result published while the subscription lagged.
+func (s *stream) pollResult() (proto.Result, bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	raw, err := bus.LastOnSubject(ctx, s.js, bus.StreamSessions, bus.SessionResult(s.task.SessionID))
+	if err != nil {
+		return proto.Result{}, false
+	}
+	return s.match(raw.Data)
+}
+
+func (s *stream) finish(res proto.Result) proto.Result {
+	if !s.quiet {
+		if strings.TrimSpace(s.answer.String()) != strings.TrimSpace(res.FinalResponse) && res.FinalResponse != "" {
+			fmt.Fprintln(s.cio.out, res.FinalResponse)
+		} else if s.answer.Len() > 0 {
+			fmt.Fprintln(s.cio.out)
+		}
+	}
+	return res
+}
+
+func (s *stream) sendInterrupt() {
+	if s.interrupt {
+		return
+	}
+	s.interrupt = true
+	if !s.quiet {
+		fmt.Fprintln(s.cio.err, "\n^C interrupting…")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = bus.PublishJSON(ctx, s.js, bus.SessionInterrupt(s.task.SessionID), "", proto.Interrupt{Reason: "user pressed Ctrl-C"})
+}
+
+func (s *stream) onEvent(data []byte) {
+	var ev proto.Event
+	if json.Unmarshal(data, &ev) != nil {
+		return
+	}
+	switch ev.Type {
+	case proto.EventApproval:
+		s.answerApproval(ev)
+		return
+	case proto.EventClarify:
+		s.answerClarify(ev)
+		return
+	}
+	if s.quiet {
+		return
+	}
+	switch ev.Type {
+	case proto.EventState:
+		if ev.State == proto.StateThinking && s.answer.Len() > 0 {
+			fmt.Fprintln(s.cio.out)
+			s.answer.Reset()
+		}
+	case proto.EventDelta:
+		s.answer.WriteString(ev.Delta)
+		fmt.Fprint(s.cio.out, ev.Delta)
+	case proto.EventToolStarted:
+		if s.answer.Len() > 0 {
+			fmt.Fprintln(s.cio.out)
+			s.answer.Reset()
+		}
+		fmt.Fprintf(s.cio.err, "  ⚙ %s %s\n", ev.Tool, shorten(ev.Args, 120))
+	case proto.EventToolFinished:
+		fmt.Fprintf(s.cio.err, "  ✓ %s %s\n", ev.Tool, ev.Status)
+	case proto.EventRetry, proto.EventFallback, proto.EventCompression, proto.EventContextPressure:
+		fmt.Fprintf(s.cio.err, "  · %s: %s\n", ev.Type, ev.Message)
+	}
+}
+
+func (s *stream) readLine() (string, bool) {
+	if s.stdin == nil {
+		s.stdin = bufio.NewReader(s.cio.in)
+	}
+	line, err := s.stdin.ReadString('\n')
+	if err != nil && line == "" {
+		return "", false
+	}
+	return strings.TrimSpace(line), true
+}
+
+func (s *stream) answerApproval(ev proto.Event) {
+	approved := s.yes
+	if !approved {
+		fmt.Fprintf(s.cio.err, "\n⚠ The agent wants to run a command that needs approval:\n    %s\n  %s\n  Allow it? [y/N] ", ev.Args, ev.Message)
+		line, ok := s.readLine()
+		approved = ok && (strings.EqualFold(line, "y") || strings.EqualFold(line, "yes"))
+		if !ok {
+			fmt.Fprintln(s.cio.err, "(no answer: denied)")
+		}
+	}
+	s.sendInput(proto.Input{RequestID: ev.RequestID, CallID: ev.CallID, Approved: &approved})
+}
+
+func (s *stream) answerClarify(ev proto.Event) {
+	fmt.Fprintf(s.cio.err, "\n? %s\n", ev.Message)
+	for i, c := range ev.Choices {
+		fmt.Fprintf(s.cio.err, "  %d) %s\n", i+1, c)
+	}
+	fmt.Fprint(s.cio.err, "> ")
+	line, ok := s.readLine()
+	if !ok {
+		line = ""
+	}
+	for i, c := range ev.Choices {
+		if line == fmt.Sprint(i+1) {
+			line = c
+		}
+	}
+	s.sendInput(proto.Input{RequestID: ev.RequestID, CallID: ev.CallID, Answer: line})
+}
+
+func (s *stream) sendInput(in proto.Input) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = bus.PublishJSON(ctx, s.js, bus.SessionInput(s.task.SessionID), "", in)
+}
+
+func shorten(s string, n int) string {
+	s = strings.ReplaceAll(s, "\n", " ")
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}

@@ -1,0 +1,128 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/heraldrun/herald/services/accounting"
+	"github.com/heraldrun/herald/services/herald/internal/app"
+	"github.com/rs/zerolog"
+)
+
+// dsnFile records the DSN of the private ClickHouse `herald up` started, so
+// `herald cost` and `herald sessions` find it without configuration.
+const dsnFile = "clickhouse.dsn"
+
+func cmdUp(ctx context.Context, args []string, cio cliIO) int {
+	fs := newFlagSet("up", cio.err)
+	var c common
+	c.register(fs)
+	listen := fs.String("nats-listen", "127.0.0.1:4222", "address the embedded NATS server listens on")
+	dataDir := fs.String("data-dir", "", "where streams, workspace and ClickHouse data live (default ./.herald or HERALD_DATA_DIR)")
+	httpAddr := fs.String("http", "127.0.0.1:8080", "dashboard address (empty to disable)")
+	natsConfig := fs.String("nats-config", "", "nats-server configuration file (accounts, users, permissions)")
+	if _, err := parseInterspersed(fs, args); err != nil {
+		return flagExit(err)
+	}
+	cfg, err := c.load()
+	if err != nil {
+		fmt.Fprintln(cio.err, "herald up:", err)
+		return exitUsage
+	}
+	if *dataDir != "" {
+		cfg.DataDir = *dataDir
+	}
+	log := c.logger(cio.err, "info")
+	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+		fmt.Fprintln(cio.err, "herald up:", err)
+		return exitFail
+	}
+	ch, err := privateClickHouse(ctx, &cfg.ClickHouseDSN, cfg.DataDir, log)
+	if err != nil {
+		fmt.Fprintln(cio.err, "herald up:", err)
+		return exitFail
+	}
+	defer ch.stop()
+	a, err := app.Start(ctx, app.Options{Config: cfg, StoreDir: filepath.Join(cfg.DataDir, "nats"), Listen: *listen,
+		NATSConfigFile: *natsConfig, Log: log, Instance: "up"})
+	if err != nil {
+		fmt.Fprintln(cio.err, "herald up:", err)
+		return exitFail
+	}
+	defer a.Shutdown(context.Background())
+	stopHTTP, err := serveDashboard(*httpAddr, cfg.ClickHouseDSN, cfg.DashboardToken, log)
+	if err != nil {
+		fmt.Fprintln(cio.err, "herald up:", err)
+		return exitFail
+	}
+	defer stopHTTP()
+	log.Info().Str("nats", a.Server.ClientURL()).Str("workspace", cfg.WorkspaceRoot()).
+		Str("dashboard", *httpAddr).Bool("clickhouse", cfg.ClickHouseDSN != "").Msg("herald is up")
+	fmt.Fprintf(cio.err, "Herald is up. NATS: %s — publish tasks on herald.tasks. Ctrl-C stops.\n", a.Server.ClientURL())
+	<-ctx.Done()
+	log.Info().Msg("shutting down")
+	return exitOK
+}
+
+type localCH struct{ l *accounting.LocalClickHouse }
+
+func (c localCH) stop() {
+	if c.l != nil {
+		c.l.Stop()
+	}
+}
+
+// privateClickHouse starts a ClickHouse under dataDir when no DSN is set and
+// clickhouse-server is installed, and records its DSN for the other commands.
+func privateClickHouse(ctx context.Context, dsn *string, dataDir string, log zerolog.Logger) (localCH, error) {
+	if *dsn != "" {
+		return localCH{}, nil
+	}
+	l, err := accounting.StartLocalClickHouse(ctx, filepath.Join(dataDir, "clickhouse"), log)
+	if errors.Is(err, accounting.ErrNoClickHouse) {
+		log.Warn().Msg("no HERALD_CLICKHOUSE_DSN and no clickhouse-server on PATH: usage events wait in the USAGE stream")
+		return localCH{}, nil
+	}
+	if err != nil {
+		return localCH{}, fmt.Errorf("private ClickHouse: %w", err)
+	}
+	*dsn = l.DSN()
+	_ = os.WriteFile(filepath.Join(dataDir, dsnFile), []byte(*dsn), 0o600)
+	return localCH{l: l}, nil
+}
+
+// serveDashboard serves the cost dashboard; it refuses a non-loopback
+// address without a token.
+func serveDashboard(addr, dsn, token string, log zerolog.Logger) (func(), error) {
+	if addr == "" {
+		return func() {}, nil
+	}
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, fmt.Errorf("--http %q: %w", addr, err)
+	}
+	if ip := net.ParseIP(host); token == "" && host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+		return nil, fmt.Errorf("--http %s is not a loopback address: set dashboard_token (or HERALD_DASHBOARD_TOKEN) to expose the dashboard", addr)
+	}
+	handler, err := dashboardHandler(dsn, token, log)
+	if err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("dashboard: %w", err)
+	}
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+	}, nil
+}

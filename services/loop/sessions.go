@@ -1,0 +1,67 @@
+package loop
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+
+	"github.com/heraldrun/herald/pkg/bus"
+	"github.com/heraldrun/herald/proto/heraldpb"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// ErrNoSession is returned for a session id nobody has used.
+var ErrNoSession = errors.New("no such session")
+
+// LoadSession returns a session's state record.
+func LoadSession(ctx context.Context, js jetstream.JetStream, sid string) (*State, error) {
+	kv, err := js.KeyValue(ctx, bus.BucketSessions)
+	if err != nil {
+		return nil, err
+	}
+	st, _, err := sessionStore{kv: kv}.load(ctx, sid)
+	if err != nil {
+		return nil, err
+	}
+	if st == nil {
+		return nil, fmt.Errorf("%w: %s", ErrNoSession, sid)
+	}
+	return st, nil
+}
+
+// ListSessions returns every session's state, most recently started first.
+func ListSessions(ctx context.Context, js jetstream.JetStream) ([]*State, error) {
+	kv, err := js.KeyValue(ctx, bus.BucketSessions)
+	if err != nil {
+		return nil, err
+	}
+	keys, err := kv.Keys(ctx)
+	if errors.Is(err, jetstream.ErrNoKeysFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	store := sessionStore{kv: kv}
+	var out []*State
+	for _, k := range keys {
+		st, _, err := store.load(ctx, k)
+		if err != nil || st == nil {
+			continue
+		}
+		out = append(out, st)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].TurnStartedMs > out[j].TurnStartedMs })
+	return out, nil
+}
+
+// SessionTranscript returns a session's committed transcript entries.
+func SessionTranscript(ctx context.Context, js jetstream.JetStream, sid string) (*State, []*heraldpb.TranscriptEntry, error) {
+	st, err := LoadSession(ctx, js, sid)
+	if err != nil {
+		return nil, nil, err
+	}
+	entries, err := ReadEntries(ctx, js, sid, st.TranscriptLen)
+	return st, entries, err
+}
