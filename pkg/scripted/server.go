@@ -99,10 +99,14 @@ type Call struct {
 
 // Usage overrides the token counts the server reports.
 type Usage struct {
+	// PromptTokens counts every input token, cached and cache-written included.
 	PromptTokens     int64
 	CompletionTokens int64
 	CachedTokens     int64
 	ReasoningTokens  int64
+	// CacheWriteTokens are input tokens written to the prompt cache
+	// (Anthropic's cache_creation_input_tokens).
+	CacheWriteTokens int64
 }
 
 // Reply is what the server answers to one request.
@@ -157,7 +161,9 @@ func Start(script Script) (*Server, error) {
 	}
 	s := &Server{ln: ln, script: script, URL: "http://" + ln.Addr().String() + "/v1"}
 	mux := http.NewServeMux()
-	mux.HandleFunc("/v1/chat/completions", s.chat)
+	mux.HandleFunc("/v1/chat/completions", s.serve(chatAPI))
+	mux.HandleFunc("/v1/responses", s.serve(responsesAPI))
+	mux.HandleFunc("/v1/messages", s.serve(anthropicAPI))
 	mux.HandleFunc("/v1/models", func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = io.WriteString(w, `{"object":"list","data":[{"id":"scripted","object":"model"}]}`)
 	})
@@ -190,34 +196,54 @@ func (s *Server) Calls() int {
 	return s.calls
 }
 
-func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
-	body, err := io.ReadAll(r.Body)
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
-		return
-	}
-	req := &Request{Path: r.URL.Path, Header: r.Header.Clone(), Raw: body}
-	if err := json.Unmarshal(body, req); err != nil {
-		http.Error(w, `{"error":{"message":"invalid JSON body"}}`, http.StatusBadRequest)
-		return
-	}
-	s.mu.Lock()
-	s.requests = append(s.requests, req)
-	s.calls++
-	script := s.script
-	s.mu.Unlock()
+// wireAPI is one provider protocol the server speaks: how a request body
+// becomes a Request, and how a Reply is written as JSON or as a stream.
+type wireAPI struct {
+	parse  func(body []byte, req *Request) error
+	object func(req *Request, reply Reply) any
+	stream func(w http.ResponseWriter, req *Request, reply Reply)
+}
 
-	reply := script(req)
-	if reply.Delay > 0 {
-		select {
-		case <-time.After(reply.Delay):
-		case <-r.Context().Done():
+var chatAPI = wireAPI{
+	parse:  func(body []byte, req *Request) error { return json.Unmarshal(body, req) },
+	object: func(req *Request, reply Reply) any { return completion(req, reply) },
+	stream: writeStream,
+}
+
+func (s *Server) serve(api wireAPI) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
+		req := &Request{Path: r.URL.Path, Header: r.Header.Clone(), Raw: body}
+		if err := api.parse(body, req); err != nil {
+			http.Error(w, `{"error":{"message":"invalid JSON body"}}`, http.StatusBadRequest)
+			return
+		}
+		s.mu.Lock()
+		s.requests = append(s.requests, req)
+		s.calls++
+		script := s.script
+		s.mu.Unlock()
+
+		reply := script(req)
+		if reply.Delay > 0 {
+			select {
+			case <-time.After(reply.Delay):
+			case <-r.Context().Done():
+				return
+			}
+		}
+		for k, v := range reply.Header {
+			w.Header().Set(k, v)
+		}
+		answer(w, api, req, reply)
 	}
-	for k, v := range reply.Header {
-		w.Header().Set(k, v)
-	}
+}
+
+func answer(w http.ResponseWriter, api wireAPI, req *Request, reply Reply) {
 	switch {
 	case reply.Status != 0 && reply.Status != http.StatusOK:
 		w.Header().Set("Content-Type", "application/json")
@@ -227,15 +253,15 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = io.WriteString(w, reply.Raw)
 	case req.Stream:
-		writeStream(w, req, reply)
+		api.stream(w, req, reply)
 	case reply.CutAfter > 0:
-		data, _ := json.Marshal(completion(req, reply))
+		data, _ := json.Marshal(api.object(req, reply))
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("Content-Length", fmt.Sprint(len(data)))
 		_, _ = w.Write(data[:len(data)/2])
 		panic(http.ErrAbortHandler)
 	default:
 		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(completion(req, reply))
+		_ = json.NewEncoder(w).Encode(api.object(req, reply))
 	}
 }

@@ -36,21 +36,29 @@ func wireCalls(req *Request, reply Reply) []map[string]any {
 	return out
 }
 
-// usage estimates tokens as characters/4 unless the reply sets them.
+// tokens estimates tokens as characters/4 unless the reply sets them.
+func tokens(req *Request, reply Reply) *Usage {
+	if reply.Usage != nil {
+		return reply.Usage
+	}
+	out := len(reply.Content) + len(reply.Reasoning)
+	for _, c := range reply.ToolCalls {
+		out += len(c.Name) + len(c.Args)
+	}
+	return &Usage{PromptTokens: int64(len(req.Raw)/4 + 1), CompletionTokens: int64(out/4 + 1)}
+}
+
 func usage(req *Request, reply Reply) map[string]any {
-	u := reply.Usage
-	if u == nil {
-		out := len(reply.Content) + len(reply.Reasoning)
-		for _, c := range reply.ToolCalls {
-			out += len(c.Name) + len(c.Args)
-		}
-		u = &Usage{PromptTokens: int64(len(req.Raw)/4 + 1), CompletionTokens: int64(out/4 + 1)}
+	u := tokens(req, reply)
+	prompt := map[string]any{"cached_tokens": u.CachedTokens}
+	if u.CacheWriteTokens > 0 {
+		prompt["cache_write_tokens"] = u.CacheWriteTokens
 	}
 	return map[string]any{
 		"prompt_tokens":             u.PromptTokens,
 		"completion_tokens":         u.CompletionTokens,
 		"total_tokens":              u.PromptTokens + u.CompletionTokens,
-		"prompt_tokens_details":     map[string]any{"cached_tokens": u.CachedTokens},
+		"prompt_tokens_details":     prompt,
 		"completion_tokens_details": map[string]any{"reasoning_tokens": u.ReasoningTokens},
 	}
 }

@@ -35,7 +35,14 @@ type modelClient interface {
 }
 
 func newModelClient(ep endpoint, hc *http.Client) modelClient {
-	return newChatClient(ep, hc)
+	switch ep.mode {
+	case ModeAnthropicMessages:
+		return newAnthropicClient(ep, hc)
+	case ModeCodexResponses:
+		return newResponsesClient(ep, hc)
+	default:
+		return newChatClient(ep, hc)
+	}
 }
 
 // placeholderKey is sent to endpoints that need none, so SDKs do not refuse

@@ -1,0 +1,246 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/heraldrun/herald/proto/heraldpb"
+)
+
+// anthropicClient speaks the Anthropic Messages API over plain HTTP. The
+// wire format is small (one POST, JSON or SSE), and owning it keeps the
+// prompt-caching markers exactly where Herald puts them and lets every
+// failure pass through the same status capture as the openai-go modes,
+// without a second provider SDK in the gateway.
+type anthropicClient struct {
+	ep  endpoint
+	hc  *http.Client
+	url string
+}
+
+const (
+	anthropicVersion = "2023-06-01"
+	// defaultMaxTokens: the Messages API requires max_tokens on every call.
+	defaultMaxTokens = 8192
+	// cachedTail is how many trailing non-system messages get a cache marker
+	// (with the system prompt: Anthropic's limit of four breakpoints).
+	cachedTail = 3
+)
+
+func newAnthropicClient(ep endpoint, hc *http.Client) *anthropicClient {
+	url := ep.baseURL + "/v1/messages"
+	if strings.HasSuffix(ep.baseURL, "/v1") {
+		url = ep.baseURL + "/messages"
+	}
+	return &anthropicClient{ep: ep, hc: hc, url: url}
+}
+
+type anthropicRequest struct {
+	Model     string             `json:"model"`
+	MaxTokens int64              `json:"max_tokens"`
+	System    []anthropicBlock   `json:"system,omitempty"`
+	Messages  []anthropicMessage `json:"messages"`
+	Tools     []anthropicTool    `json:"tools,omitempty"`
+	Stream    bool               `json:"stream,omitempty"`
+}
+
+type anthropicMessage struct {
+	Role    string           `json:"role"`
+	Content []anthropicBlock `json:"content"`
+}
+
+type anthropicBlock struct {
+	Type         string          `json:"type"`
+	Text         string          `json:"text,omitempty"`
+	ID           string          `json:"id,omitempty"`
+	Name         string          `json:"name,omitempty"`
+	Input        json.RawMessage `json:"input,omitempty"`
+	ToolUseID    string          `json:"tool_use_id,omitempty"`
+	Content      string          `json:"content,omitempty"`
+	CacheControl *cacheControl   `json:"cache_control,omitempty"`
+}
+
+type cacheControl struct {
+	Type string `json:"type"`
+}
+
+type anthropicTool struct {
+	Name        string         `json:"name"`
+	Description string         `json:"description,omitempty"`
+	InputSchema map[string]any `json:"input_schema"`
+}
+
+func (c *anthropicClient) complete(ctx context.Context, call modelCall) (modelAnswer, error) {
+	body, err := json.Marshal(anthropicBody(call))
+	if err != nil {
+		return modelAnswer{}, fmt.Errorf("encode Anthropic request: %w", err)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url, bytes.NewReader(body))
+	if err != nil {
+		return modelAnswer{}, fmt.Errorf("build Anthropic request: %w", err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Anthropic-Version", anthropicVersion)
+	req.Header.Set("X-Api-Key", c.ep.keyOrPlaceholder())
+	res, err := captureStatus(c.hc.Do(req))
+	if err != nil {
+		return modelAnswer{}, err
+	}
+	defer func() { _ = res.Body.Close() }()
+	if call.stream {
+		return readAnthropicStream(res.Body, call.onDelta)
+	}
+	var msg anthropicResponse
+	if err := json.NewDecoder(res.Body).Decode(&msg); err != nil {
+		return modelAnswer{}, fmt.Errorf("error parsing response json: %w", err)
+	}
+	return msg.answer()
+}
+
+// anthropicBody converts the internal history: system messages become the
+// system blocks, tool results user turns, consecutive same-role turns merge
+// (the API requires alternation), and prompt-caching markers are placed.
+func anthropicBody(call modelCall) anthropicRequest {
+	r := anthropicRequest{Model: call.model, MaxTokens: call.maxOut, Stream: call.stream}
+	if r.MaxTokens <= 0 {
+		r.MaxTokens = defaultMaxTokens
+	}
+	for _, m := range call.messages {
+		if m.GetRole() == "system" {
+			if m.GetContent() != "" {
+				r.System = append(r.System, anthropicBlock{Type: "text", Text: m.GetContent()})
+			}
+			continue
+		}
+		role, blocks := anthropicTurn(m)
+		if n := len(r.Messages); n > 0 && r.Messages[n-1].Role == role {
+			r.Messages[n-1].Content = append(r.Messages[n-1].Content, blocks...)
+			continue
+		}
+		r.Messages = append(r.Messages, anthropicMessage{Role: role, Content: blocks})
+	}
+	for _, t := range call.tools {
+		r.Tools = append(r.Tools, anthropicTool{Name: t.GetName(), Description: t.GetDescription(), InputSchema: toolParameters(t.GetParametersJson())})
+	}
+	markCache(&r)
+	return r
+}
+
+func anthropicTurn(m *heraldpb.ChatMessage) (string, []anthropicBlock) {
+	switch m.GetRole() {
+	case "tool":
+		return "user", []anthropicBlock{{Type: "tool_result", ToolUseID: m.GetToolCallId(), Content: m.GetContent()}}
+	case "assistant":
+		var blocks []anthropicBlock
+		if m.GetContent() != "" {
+			blocks = append(blocks, anthropicBlock{Type: "text", Text: m.GetContent()})
+		}
+		for _, tc := range m.GetToolCalls() {
+			blocks = append(blocks, anthropicBlock{Type: "tool_use", ID: tc.GetId(), Name: tc.GetName(), Input: toolInput(tc.GetArguments())})
+		}
+		if len(blocks) == 0 {
+			blocks = append(blocks, anthropicBlock{Type: "text", Text: "(empty)"})
+		}
+		return "assistant", blocks
+	default:
+		text := m.GetContent()
+		if strings.TrimSpace(text) == "" {
+			text = "(empty)"
+		}
+		return "user", []anthropicBlock{{Type: "text", Text: text}}
+	}
+}
+
+// toolInput is a tool call's arguments as the JSON object the API requires;
+// arguments that are not an object (the model's own mistake) become {}.
+func toolInput(args string) json.RawMessage {
+	var obj map[string]any
+	if json.Unmarshal([]byte(args), &obj) != nil || obj == nil {
+		return json.RawMessage(`{}`)
+	}
+	return json.RawMessage(args)
+}
+
+// markCache puts cache_control on the system prompt and on the last block of
+// each of the last three non-system messages, so a growing conversation
+// re-reads its prefix from the cache.
+func markCache(r *anthropicRequest) {
+	ephemeral := &cacheControl{Type: "ephemeral"}
+	if n := len(r.System); n > 0 {
+		r.System[n-1].CacheControl = ephemeral
+	}
+	for i := max(len(r.Messages)-cachedTail, 0); i < len(r.Messages); i++ {
+		blocks := r.Messages[i].Content
+		blocks[len(blocks)-1].CacheControl = ephemeral
+	}
+}
+
+type anthropicResponse struct {
+	Type       string                 `json:"type"`
+	Content    []anthropicOutputBlock `json:"content"`
+	StopReason string                 `json:"stop_reason"`
+	Usage      anthropicUsage         `json:"usage"`
+}
+
+type anthropicOutputBlock struct {
+	Type     string          `json:"type"`
+	Text     string          `json:"text"`
+	Thinking string          `json:"thinking"`
+	ID       string          `json:"id"`
+	Name     string          `json:"name"`
+	Input    json.RawMessage `json:"input"`
+}
+
+type anthropicUsage struct {
+	InputTokens              int64 `json:"input_tokens"`
+	OutputTokens             int64 `json:"output_tokens"`
+	CacheCreationInputTokens int64 `json:"cache_creation_input_tokens"`
+	CacheReadInputTokens     int64 `json:"cache_read_input_tokens"`
+}
+
+func (r anthropicResponse) answer() (modelAnswer, error) {
+	if r.Type != "message" || r.StopReason == "" {
+		return modelAnswer{}, garbage("the response is not a complete Anthropic message")
+	}
+	msg := &heraldpb.ChatMessage{Role: "assistant"}
+	for _, b := range r.Content {
+		switch b.Type {
+		case "text":
+			msg.Content += b.Text
+		case "thinking":
+			msg.Reasoning += b.Thinking
+		case "tool_use":
+			msg.ToolCalls = append(msg.ToolCalls, &heraldpb.ToolCall{Id: b.ID, Name: b.Name, Arguments: string(b.Input)})
+		}
+	}
+	return modelAnswer{message: msg, finishReason: anthropicFinish(r.StopReason), usage: r.Usage.normalised(),
+		promptTokens: r.Usage.prompt()}, nil
+}
+
+// normalised: Anthropic reports uncached input, cache writes and cache reads
+// separately (they add up to the prompt); thinking is part of output_tokens.
+func (u anthropicUsage) normalised() *heraldpb.Usage {
+	return &heraldpb.Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens,
+		CacheReadTokens: u.CacheReadInputTokens, CacheWriteTokens: u.CacheCreationInputTokens}
+}
+
+func (u anthropicUsage) prompt() int64 {
+	return u.InputTokens + u.CacheReadInputTokens + u.CacheCreationInputTokens
+}
+
+func anthropicFinish(stop string) string {
+	switch stop {
+	case "tool_use":
+		return "tool_calls"
+	case "max_tokens":
+		return "length"
+	case "refusal":
+		return "content_filter"
+	default:
+		return "stop"
+	}
+}

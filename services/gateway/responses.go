@@ -1,0 +1,139 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/heraldrun/herald/proto/heraldpb"
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/responses"
+)
+
+// responsesClient speaks the OpenAI Responses API (codex_responses) through
+// openai-go. History is sent in full each time (store=false): the gateway is
+// stateless, so it never relies on previous_response_id.
+type responsesClient struct {
+	ep     endpoint
+	client openai.Client
+}
+
+func newResponsesClient(ep endpoint, hc *http.Client) *responsesClient {
+	return &responsesClient{ep: ep, client: openai.NewClient(sdkOptions(ep, hc)...)}
+}
+
+func (c *responsesClient) complete(ctx context.Context, call modelCall) (modelAnswer, error) {
+	params := responsesParams(call)
+	if !call.stream {
+		res, err := c.client.Responses.New(ctx, params)
+		if err != nil {
+			return modelAnswer{}, err
+		}
+		return responsesAnswer(res)
+	}
+	s := c.client.Responses.NewStreaming(ctx, params)
+	defer func() { _ = s.Close() }()
+	for s.Next() {
+		ev := s.Current()
+		switch ev.Type {
+		case "response.output_text.delta":
+			if call.onDelta != nil {
+				call.onDelta(ev.Delta)
+			}
+		case "response.completed", "response.incomplete", "response.failed":
+			res := ev.Response
+			return responsesAnswer(&res)
+		case "error":
+			return modelAnswer{}, &statusError{body: fmt.Sprintf(`{"error":{"message":%q,"code":%q}}`, ev.Message, ev.Code)}
+		}
+	}
+	if err := s.Err(); err != nil {
+		return modelAnswer{}, streamFailure(err)
+	}
+	return modelAnswer{}, garbage("the stream ended before the response was completed")
+}
+
+func responsesParams(call modelCall) responses.ResponseNewParams {
+	p := responses.ResponseNewParams{Model: call.model, Store: openai.Bool(false)}
+	var system []string
+	var items responses.ResponseInputParam
+	for _, m := range call.messages {
+		switch m.GetRole() {
+		case "system":
+			system = append(system, m.GetContent())
+		case "assistant":
+			if m.GetContent() != "" {
+				items = append(items, responses.ResponseInputItemParamOfMessage(m.GetContent(), responses.EasyInputMessageRoleAssistant))
+			}
+			for _, tc := range m.GetToolCalls() {
+				items = append(items, responses.ResponseInputItemParamOfFunctionCall(tc.GetArguments(), tc.GetId(), tc.GetName()))
+			}
+		case "tool":
+			out := responses.ResponseInputItemParamOfFunctionCallOutput(m.GetContent())
+			out.OfFunctionCallOutput.CallID = openai.String(m.GetToolCallId())
+			items = append(items, out)
+		default:
+			items = append(items, responses.ResponseInputItemParamOfMessage(m.GetContent(), responses.EasyInputMessageRoleUser))
+		}
+	}
+	if len(system) > 0 {
+		p.Instructions = openai.String(strings.Join(system, "\n\n"))
+	}
+	p.Input = responses.ResponseNewParamsInputUnion{OfInputItemList: items}
+	for _, t := range call.tools {
+		fn := &responses.FunctionToolParam{Name: t.GetName(), Parameters: toolParameters(t.GetParametersJson()), Strict: openai.Bool(false)}
+		if t.GetDescription() != "" {
+			fn.Description = openai.String(t.GetDescription())
+		}
+		p.Tools = append(p.Tools, responses.ToolUnionParam{OfFunction: fn})
+	}
+	if call.maxOut > 0 {
+		p.MaxOutputTokens = openai.Int(call.maxOut)
+	}
+	return p
+}
+
+// responsesAnswer converts output items to the internal message: text from
+// message items, tool calls from function_call items, reasoning summaries.
+func responsesAnswer(res *responses.Response) (modelAnswer, error) {
+	if res.Status == "failed" {
+		return modelAnswer{}, &statusError{body: fmt.Sprintf(`{"error":{"message":%q,"code":%q}}`, res.Error.Message, res.Error.Code)}
+	}
+	msg := &heraldpb.ChatMessage{Role: "assistant"}
+	var text, reasoning strings.Builder
+	for _, item := range res.Output {
+		switch item.Type {
+		case "message":
+			for _, part := range item.Content {
+				text.WriteString(part.Text)
+			}
+		case "function_call":
+			msg.ToolCalls = append(msg.ToolCalls, &heraldpb.ToolCall{Id: item.CallID, Name: item.Name, Arguments: item.Arguments.OfString})
+		case "reasoning":
+			for _, s := range item.Summary {
+				reasoning.WriteString(s.Text)
+			}
+		}
+	}
+	msg.Content, msg.Reasoning = text.String(), reasoning.String()
+	u := res.Usage
+	cached := u.InputTokensDetails.CachedTokens
+	written := u.InputTokensDetails.CacheWriteTokens
+	usage := &heraldpb.Usage{InputTokens: max(u.InputTokens-cached-written, 0), CacheReadTokens: cached,
+		CacheWriteTokens: written, OutputTokens: u.OutputTokens, ReasoningTokens: u.OutputTokensDetails.ReasoningTokens}
+	return modelAnswer{message: msg, finishReason: responsesFinish(res, msg), usage: usage, promptTokens: u.InputTokens}, nil
+}
+
+func responsesFinish(res *responses.Response, msg *heraldpb.ChatMessage) string {
+	switch {
+	case res.IncompleteDetails.Reason == "max_output_tokens":
+		return "length"
+	case res.IncompleteDetails.Reason == "content_filter":
+		return "content_filter"
+	case len(msg.ToolCalls) > 0:
+		return "tool_calls"
+	default:
+		return "stop"
+	}
+}
