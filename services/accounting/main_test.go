@@ -21,6 +21,9 @@ import (
 var testServerDSN string
 
 func TestMain(m *testing.M) {
+	if os.Getenv(childEnv) != "" {
+		os.Exit(runChildSink())
+	}
 	os.Exit(runTests(m))
 }
 

@@ -20,6 +20,7 @@ type sink struct {
 	js    jetstream.JetStream
 	cons  jetstream.Consumer
 	store *store
+	lease *lease
 	log   zerolog.Logger
 	outage
 }
@@ -38,8 +39,12 @@ func newSink(ctx context.Context, k eventKind, cfg Config, js jetstream.JetStrea
 	if err != nil {
 		return nil, fmt.Errorf("consumer %s on %s: %w", k.durable, k.stream, err)
 	}
+	ls, err := newLease(ctx, js, k.stream)
+	if err != nil {
+		return nil, err
+	}
 	log = log.With().Str("stream", k.stream).Str("consumer", k.durable).Logger()
-	return &sink{kind: k, cfg: cfg, js: js, cons: cons, store: st, log: log, outage: outage{log: log}}, nil
+	return &sink{kind: k, cfg: cfg, js: js, cons: cons, store: st, lease: ls, log: log, outage: outage{log: log}}, nil
 }
 
 // run fetches and stores batches until stopping ends; a batch in hand is
@@ -129,7 +134,11 @@ func (s *sink) decode(ctx context.Context, msgs []jetstream.Msg) ([]row, []jetst
 func (s *sink) storeWithRetry(stopping, work context.Context, rows []row) error {
 	delay := s.cfg.RetryMin
 	for {
-		n, err := s.store.insertNew(work, s.kind, rows)
+		var n int
+		err := s.lease.hold(work, func(ctx context.Context) (err error) {
+			n, err = s.store.insertNew(ctx, s.kind, rows)
+			return err
+		})
 		if err == nil {
 			s.recovered(n)
 			return nil
