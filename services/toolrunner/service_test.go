@@ -7,7 +7,6 @@ import (
 	gproto "google.golang.org/protobuf/proto"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -186,8 +185,7 @@ func TestShutdownStopsARunningCallAndReportsIt(t *testing.T) {
 	h := newHarness(t)
 	req := h.request("terminal", map[string]any{"command": "echo $$ > shell.pid; sleep 60"})
 	h.publish(req, req.GetCallId())
-	pidFile := filepath.Join(h.cfg.WorkspaceRoot, "shell.pid")
-	require.Eventually(t, func() bool { _, err := os.Stat(pidFile); return err == nil }, 10*time.Second, 10*time.Millisecond)
+	pid := waitPID(t, filepath.Join(h.cfg.WorkspaceRoot, "shell.pid"))
 
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
@@ -197,8 +195,6 @@ func TestShutdownStopsARunningCallAndReportsIt(t *testing.T) {
 	res := h.result(req, 10*time.Second)
 	require.Equal(t, "unknown_outcome", res.GetStatus())
 	require.Contains(t, res.GetContent(), "stopped")
-	pid, err := strconv.Atoi(strings.TrimSpace(string(must(os.ReadFile(pidFile)))))
-	require.NoError(t, err)
 	require.Eventually(t, func() bool { return !processAlive(pid) }, 5*time.Second, 20*time.Millisecond)
 }
 

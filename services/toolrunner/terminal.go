@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
 	"syscall"
 	"time"
@@ -67,7 +68,7 @@ func (s *Service) terminalTimeout(c *call, asked *int) time.Duration {
 func runCommand(parent context.Context, dir, command string, timeout time.Duration, keep int) (string, int, error) {
 	ctx, cancel := context.WithTimeout(parent, timeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "bash", "-c", command)
+	cmd := exec.CommandContext(ctx, "bash", "-c", orphanGuard()+command)
 	cmd.Dir = dir
 	cmd.Env = scrubbedEnv()
 	// Pdeathsig: a runner killed with -9 takes its command's shell with it
@@ -98,4 +99,12 @@ func runCommand(parent context.Context, dir, command string, timeout time.Durati
 		return out, -1, fmt.Errorf("run command: %w", err)
 	}
 	return out, 0, nil
+}
+
+// orphanGuard prefixes a command with a watcher in its process group that
+// kills the group once the runner is gone: Pdeathsig reaches only the shell,
+// and a runner killed with -9 must not leave servers or builds running
+// unowned. The watcher is disowned (a bare `wait` ignores it) and silent.
+func orphanGuard() string {
+	return fmt.Sprintf("{ while kill -0 %d 2>/dev/null; do sleep 1; done; kill -KILL 0; } </dev/null >/dev/null 2>&1 & disown; ", os.Getpid())
 }

@@ -31,10 +31,7 @@ func TestTerminalTimeoutKillsTheProcessGroup(t *testing.T) {
 	r := terminalOf(t, res)
 	require.Contains(t, r.Error, "timed out")
 
-	data, err := os.ReadFile(filepath.Join(h.cfg.WorkspaceRoot, "child.pid"))
-	require.NoError(t, err)
-	pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
-	require.NoError(t, err)
+	pid := waitPID(t, filepath.Join(h.cfg.WorkspaceRoot, "child.pid"))
 	require.Eventually(t, func() bool { return !processAlive(pid) }, 5*time.Second, 20*time.Millisecond,
 		"the background child %d outlived the timeout", pid)
 }
@@ -83,4 +80,14 @@ func TestTruncateHeadTail(t *testing.T) {
 	require.True(t, strings.HasSuffix(out, "zzzz"))
 	require.Contains(t, out, "1400 characters truncated")
 	require.Equal(t, "short", truncateHeadTail("short", 100))
+}
+
+func TestTerminalWaitAndBackgroundJobsBehaveAsInAShell(t *testing.T) {
+	h := newHarness(t)
+	start := time.Now()
+	res := h.call("terminal", map[string]any{"command": "(sleep 0.2; echo a) & (sleep 0.1; echo b) & wait; echo done; exit 4"})
+	r := terminalOf(t, res)
+	require.Equal(t, 4, r.ExitCode)
+	require.Equal(t, "b\na\ndone\n", r.Output)
+	require.Less(t, time.Since(start), 5*time.Second)
 }
