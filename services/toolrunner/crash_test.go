@@ -123,6 +123,14 @@ func TestCheckpointsAndRollback(t *testing.T) {
 	require.ErrorIs(t, err, ErrNoCheckpoint)
 }
 
+func TestNoCheckpointsUnlessEnabled(t *testing.T) {
+	h := newHarness(t)
+	require.Equal(t, "ok", h.call("write_file", map[string]any{"path": "a.txt", "content": "x"}).GetStatus())
+	cps, err := ListCheckpoints(h.cfg, h.sid)
+	require.NoError(t, err)
+	require.Empty(t, cps)
+}
+
 func TestToolSpecsAreServedOnTheBus(t *testing.T) {
 	h := newHarness(t)
 	msg, err := h.bus.NC.Request(bus.ToolSpecsSubject, nil, 5*time.Second)

@@ -45,11 +45,11 @@ func (s *Service) readFile(_ context.Context, c *call) outcome {
 	if limit <= 0 || limit > s.cfg.ReadFileMaxLines {
 		limit = s.cfg.ReadFileMaxLines
 	}
-	text, total, err := numberedLines(f, first, limit, s.cfg.MaxResultChars)
+	text, last, total, err := numberedLines(f, first, limit, s.cfg.MaxResultChars)
 	if err != nil {
 		return failed(fmt.Errorf("read %s: %w", a.Path, err))
 	}
-	return ok(text + readFooter(a.Path, first, limit, total))
+	return ok(text + readFooter(a.Path, first, last, total))
 }
 
 func openRegular(path, shown string) (*os.File, error) {
@@ -79,24 +79,25 @@ func looksBinary(f *os.File) (bool, error) {
 }
 
 // numberedLines returns lines [first, first+limit) as "N|text", stopping early
-// at maxChars, and the file's total line count.
-func numberedLines(r io.Reader, first, limit, maxChars int) (string, int, error) {
+// at maxChars, with the number of the last line shown and the file's total.
+func numberedLines(r io.Reader, first, limit, maxChars int) (string, int, int, error) {
 	br := bufio.NewReader(r)
 	var b strings.Builder
-	n := 0
+	n, last := 0, 0
 	for {
 		line, err := br.ReadString('\n')
 		if line != "" {
 			n++
 			if n >= first && n < first+limit && b.Len() < maxChars {
 				fmt.Fprintf(&b, "%6d|%s\n", n, cutLine(strings.TrimRight(line, "\r\n")))
+				last = n
 			}
 		}
 		if errors.Is(err, io.EOF) {
-			return b.String(), n, nil
+			return b.String(), last, n, nil
 		}
 		if err != nil {
-			return "", 0, err
+			return "", 0, 0, err
 		}
 	}
 }
@@ -108,14 +109,14 @@ func cutLine(s string) string {
 	return string([]rune(s)[:maxLineChars]) + " [line truncated]"
 }
 
-func readFooter(path string, first, limit, total int) string {
+func readFooter(path string, first, last, total int) string {
 	switch {
 	case total == 0:
 		return fmt.Sprintf("(%s is empty)", path)
 	case first > total:
 		return fmt.Sprintf("(%s has %d lines; offset %d is past the end)", path, total, first)
-	case first+limit <= total:
-		return fmt.Sprintf("(showing lines %d-%d of %d; read on with offset=%d)", first, first+limit-1, total, first+limit)
+	case last < total:
+		return fmt.Sprintf("(showing lines %d-%d of %d; read on with offset=%d)", first, last, total, last+1)
 	}
 	return ""
 }

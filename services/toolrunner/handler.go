@@ -87,7 +87,7 @@ func (s *Service) prepare(ctx context.Context, req *heraldpb.ToolCallRequest, de
 	if err != nil {
 		return nil, failed(err)
 	}
-	return &call{req: req, spec: spec, ws: ws}, outcome{}
+	return &call{req: req, spec: spec, run: t, ws: ws}, outcome{}
 }
 
 // unknownOutcome answers a non-idempotent call that a runner began before it
@@ -118,8 +118,7 @@ func (s *Service) execute(ctx context.Context, c *call) outcome {
 		}
 	}
 	s.event(c.req, proto.EventToolStarted, "")
-	t, _, _ := s.lookup(c.spec.Name)
-	o := t(ctx, c)
+	o := c.run(ctx, c)
 	if ctx.Err() != nil && o.status != statusOK {
 		return interrupted(c, ctx.Err())
 	}

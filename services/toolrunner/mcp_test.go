@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"strconv"
 	"testing"
 	"time"
 
@@ -70,4 +71,13 @@ func TestMCPServerThatCannotStartFailsStart(t *testing.T) {
 	err = svc.Start(context.Background())
 	require.ErrorContains(t, err, "MCP server broken")
 	require.NoError(t, svc.Shutdown(context.Background()))
+}
+
+func TestMCPServerStopsWithTheRunner(t *testing.T) {
+	h := newHarness(t, withTestMCPServer)
+	pid, err := strconv.Atoi(h.call("mcp_demo_pid", map[string]any{}).GetContent())
+	require.NoError(t, err)
+	require.True(t, processAlive(pid))
+	require.NoError(t, h.svc.Shutdown(context.Background()))
+	require.Eventually(t, func() bool { return !processAlive(pid) }, 10*time.Second, 20*time.Millisecond)
 }

@@ -54,6 +54,27 @@ func TestReadFileOffsetLimitAndCap(t *testing.T) {
 	require.Contains(t, res.GetContent(), "    50|line")
 	require.NotContains(t, res.GetContent(), "    51|")
 	require.Contains(t, res.GetContent(), "showing lines 1-50 of 120")
+
+	res = h.call("read_file", map[string]any{"path": "big.txt", "offset": 500})
+	require.Contains(t, res.GetContent(), "offset 500 is past the end")
+}
+
+func TestReadFileCapsCharactersAndRefusesBinary(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.MaxResultChars = 2000 })
+	long := strings.Repeat(strings.Repeat("x", 99)+"\n", 100)
+	require.NoError(t, os.WriteFile(filepath.Join(h.cfg.WorkspaceRoot, "wide.txt"), []byte(long), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(h.cfg.WorkspaceRoot, "blob.bin"), []byte{0x7f, 'E', 'L', 'F', 0, 0, 1}, 0o644))
+	require.NoError(t, os.MkdirAll(filepath.Join(h.cfg.WorkspaceRoot, "dir"), 0o755))
+
+	out := h.call("read_file", map[string]any{"path": "wide.txt"}).GetContent()
+	require.Less(t, len(out), 2500)
+	require.Regexp(t, `showing lines 1-\d+ of 100; read on with offset=\d+`, out)
+
+	res := h.call("read_file", map[string]any{"path": "blob.bin"})
+	require.True(t, res.GetIsError())
+	require.Contains(t, res.GetContent(), "binary")
+	require.Contains(t, h.call("read_file", map[string]any{"path": "dir"}).GetContent(), "is a directory")
+	require.Contains(t, h.call("read_file", map[string]any{"path": "missing.txt"}).GetContent(), "does not exist")
 }
 
 func TestPathsOutsideTheWorkspaceAreRefused(t *testing.T) {

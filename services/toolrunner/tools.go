@@ -21,6 +21,7 @@ const (
 type call struct {
 	req  *heraldpb.ToolCallRequest
 	spec toolspec.Spec
+	run  tool
 	ws   workspace
 }
 
