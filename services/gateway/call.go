@@ -20,13 +20,19 @@ type callRun struct {
 	usage    *heraldpb.Usage
 	costNano uint64
 	progress *progress
+	// billed are the usage events being stored, awaited by record.
+	billed []pendingUsage
 }
 
-// serve answers req: attempts with retries along the fallback chain. It
-// always returns a response; failures are described in it.
-func (s *Service) serve(ctx context.Context, req *heraldpb.LLMRequest) *heraldpb.LLMResponse {
-	r := &callRun{s: s, req: req, tenant: tenantOf(req, s.cfg.Tenant), started: time.Now(),
+func (s *Service) newRun(req *heraldpb.LLMRequest) *callRun {
+	return &callRun{s: s, req: req, tenant: tenantOf(req, s.cfg.Tenant), started: time.Now(),
 		usage: &heraldpb.Usage{}, progress: &progress{s: s, req: req}}
+}
+
+// serve answers the request: attempts with retries along the fallback
+// chain. It always returns a response; failures are described in it.
+func (r *callRun) serve(ctx context.Context) *heraldpb.LLMResponse {
+	s, req := r.s, r.req
 	chain := s.health.chain(req, len(s.endpoints))
 	var last *attemptError
 	var lastEp endpoint

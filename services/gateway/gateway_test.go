@@ -11,6 +11,7 @@ import (
 	"github.com/heraldrun/herald/pkg/scripted"
 	"github.com/heraldrun/herald/proto"
 	"github.com/heraldrun/herald/proto/heraldpb"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 )
 
@@ -126,17 +127,30 @@ func TestMalformedRequestIsDeadLetteredAndTheNextIsAnswered(t *testing.T) {
 }
 
 func TestRedeliveredRequestIsNotSentToTheModelTwice(t *testing.T) {
-	r := newRig(t, scripted.Conversation(scripted.Text("once")))
-	req := r.request("s4", "hello")
-	first := r.call(req)
-	require.Equal(t, "once", first.GetMessage().GetContent())
-
-	// The same request again, as a redelivery after a crash before the ack
-	// would bring it (a new stream message with the same request id).
+	r := buildRig(t, scripted.Conversation(scripted.Text("fresh")))
 	ctx := context.Background()
-	data, err := protoMarshal(req)
+	answered := r.request("s4", "hello")
+	unanswered := r.request("s4b", "hello")
+	r.publish(answered)
+	r.publish(unanswered)
+
+	// A gateway takes both requests, stores the answer of the first and dies
+	// before acknowledging either: both come back to the next gateway.
+	crashed, err := r.bus.JS.CreateOrUpdateConsumer(ctx, bus.StreamLLMRequests, jetstream.ConsumerConfig{
+		Durable: Durable, FilterSubject: bus.LLMRequest(">"), AckPolicy: jetstream.AckExplicitPolicy,
+		AckWait: 30 * time.Second, MaxDeliver: 5, MaxAckPending: 4096})
 	require.NoError(t, err)
-	require.NoError(t, bus.Publish(ctx, r.bus.JS, bus.LLMRequest("s4"), "redelivery", data))
+	batch, err := crashed.Fetch(2, jetstream.FetchMaxWait(5*time.Second))
+	require.NoError(t, err)
+	earlier := &heraldpb.LLMResponse{RequestId: answered.GetRequestId(), SessionId: "s4",
+		Message: &heraldpb.ChatMessage{Role: "assistant", Content: "from before the crash"}}
+	require.NoError(t, bus.PublishProto(ctx, r.bus.JS, answered.GetReplySubject(), answered.GetRequestId(), earlier))
+	for m := range batch.Messages() {
+		require.NoError(t, m.Nak())
+	}
+
+	r.start()
+	require.Equal(t, "fresh", r.awaitResponse(unanswered, 10*time.Second).GetMessage().GetContent())
 	require.Eventually(t, func() bool {
 		s, err := r.bus.JS.Stream(ctx, bus.StreamLLMRequests)
 		if err != nil {
@@ -144,8 +158,9 @@ func TestRedeliveredRequestIsNotSentToTheModelTwice(t *testing.T) {
 		}
 		info, err := s.Info(ctx)
 		return err == nil && info.State.Msgs == 0
-	}, 5*time.Second, 5*time.Millisecond, "the redelivered request is acknowledged")
-	require.Equal(t, 1, r.model.Calls())
+	}, 5*time.Second, 5*time.Millisecond, "both redelivered requests are acknowledged")
+	require.Equal(t, 1, r.model.Calls(), "only the unanswered request reached the model")
+	require.Equal(t, "from before the crash", r.awaitResponse(answered, time.Second).GetMessage().GetContent())
 	require.Len(t, r.usageEvents(), 1, "billed once")
 }
 

@@ -26,21 +26,20 @@ func (s *Service) handle(ctx context.Context, msg jetstream.Msg) error {
 	if err := validateRequest(req); err != nil {
 		return bus.Permanent(err)
 	}
-	if done, err := s.alreadyAnswered(ctx, req); err != nil || done {
-		return err
+	if redelivered(msg) {
+		if done, err := s.alreadyAnswered(ctx, req); err != nil || done {
+			return err
+		}
 	}
 	callCtx, release := s.inflight.track(ctx, req.GetSessionId())
 	defer release()
-	resp := s.serve(callCtx, req)
+	run := s.newRun(req)
+	resp := run.serve(callCtx)
 	if ctx.Err() != nil && resp.GetErrorClass() != string(ClassInterrupted) {
+		run.awaitUsage(ctx)
 		return fmt.Errorf("request %s abandoned: %w", req.GetRequestId(), context.Cause(ctx))
 	}
-	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), publishTimeout)
-	defer cancel()
-	if err := bus.PublishProto(pctx, s.js, req.GetReplySubject(), req.GetRequestId(), resp); err != nil {
-		return fmt.Errorf("publish response to %s: %w", req.GetRequestId(), err)
-	}
-	return nil
+	return run.record(ctx, resp)
 }
 
 func validateRequest(req *heraldpb.LLMRequest) error {
@@ -55,6 +54,14 @@ func validateRequest(req *heraldpb.LLMRequest) error {
 		return fmt.Errorf("LLM request %s has no messages", req.GetRequestId())
 	}
 	return nil
+}
+
+// redelivered reports whether msg was handed out before: only then can its
+// answer already exist (a gateway published it and died before the ack). A
+// first delivery skips the lookup, the largest cost the gateway adds to a call.
+func redelivered(msg jetstream.Msg) bool {
+	meta, err := msg.Metadata()
+	return err != nil || meta.NumDelivered > 1
 }
 
 // alreadyAnswered reports whether this request's response is already stored:

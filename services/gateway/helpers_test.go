@@ -24,7 +24,7 @@ import (
 
 // rig is a running gateway on a real bus, talking to a scripted model server.
 type rig struct {
-	t      *testing.T
+	t      testing.TB
 	bus    *heraldtest.Bus
 	model  *scripted.Server
 	svc    *Service
@@ -36,7 +36,7 @@ type rig struct {
 var fastRetry = config.Retry{BaseDelay: time.Millisecond, MaxDelay: 5 * time.Millisecond,
 	RateBaseDelay: time.Millisecond, RateMaxDelay: 5 * time.Millisecond, CallTimeout: 10 * time.Second}
 
-func startModel(t *testing.T, script scripted.Script) *scripted.Server {
+func startModel(t testing.TB, script scripted.Script) *scripted.Server {
 	t.Helper()
 	srv, err := scripted.Start(script)
 	require.NoError(t, err)
@@ -46,7 +46,15 @@ func startModel(t *testing.T, script scripted.Script) *scripted.Server {
 
 // newRig starts a bus, a scripted model serving script and a gateway whose
 // primary is that model; tune adjusts the gateway's configuration.
-func newRig(t *testing.T, script scripted.Script, tune ...func(*Config)) *rig {
+func newRig(t testing.TB, script scripted.Script, tune ...func(*Config)) *rig {
+	t.Helper()
+	r := buildRig(t, script, tune...)
+	r.start()
+	return r
+}
+
+// buildRig is newRig without starting the gateway.
+func buildRig(t testing.TB, script scripted.Script, tune ...func(*Config)) *rig {
 	t.Helper()
 	b := heraldtest.StartBus(t)
 	model := startModel(t, script)
@@ -62,13 +70,17 @@ func newRig(t *testing.T, script scripted.Script, tune ...func(*Config)) *rig {
 	nc, js := b.Connect(t, "gateway")
 	svc, err := New(cfg, service.Deps{NC: nc, JS: js, Log: heraldtest.Logger(t), Config: config.Default()})
 	require.NoError(t, err)
-	require.NoError(t, svc.Start(context.Background()))
-	t.Cleanup(func() {
+	return &rig{t: t, bus: b, model: model, svc: svc, cfg: cfg}
+}
+
+func (r *rig) start() {
+	r.t.Helper()
+	require.NoError(r.t, r.svc.Start(context.Background()))
+	r.t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		_ = svc.Shutdown(ctx)
+		_ = r.svc.Shutdown(ctx)
 	})
-	return &rig{t: t, bus: b, model: model, svc: svc, cfg: cfg}
 }
 
 // request builds a request of session sid asking about prompt.
@@ -128,7 +140,7 @@ func (r *rig) usageEvents() []*heraldpb.UsageEvent {
 	return streamProtos(r.t, r.bus.JS, bus.StreamUsage, func() *heraldpb.UsageEvent { return &heraldpb.UsageEvent{} })
 }
 
-func streamProtos[T protobuf.Message](t *testing.T, js jetstream.JetStream, stream string, mk func() T) []T {
+func streamProtos[T protobuf.Message](t testing.TB, js jetstream.JetStream, stream string, mk func() T) []T {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -192,5 +204,3 @@ func (e *events) text() string {
 	}
 	return s
 }
-
-func protoMarshal(m protobuf.Message) ([]byte, error) { return protobuf.Marshal(m) }

@@ -7,6 +7,8 @@ import (
 
 	"github.com/heraldrun/herald/pkg/bus"
 	"github.com/heraldrun/herald/proto/heraldpb"
+	"github.com/nats-io/nats.go/jetstream"
+	protobuf "google.golang.org/protobuf/proto"
 )
 
 // Usage event statuses.
@@ -48,14 +50,71 @@ func (r *callRun) bill(ctx context.Context, ep endpoint, u *heraldpb.Usage, late
 	if ae != nil {
 		ev.Status, ev.ErrorClass = StatusError, string(ae.class)
 	}
+	r.billed = append(r.billed, r.s.publishUsage(ev))
+	if cost == 0 {
+		return
+	}
 	pctx, cancel := publishCtx(ctx)
 	defer cancel()
-	if err := bus.PublishProto(pctx, r.s.js, bus.UsageSubject(r.tenant), ev.EventId, ev); err != nil {
-		r.s.log.Error().Err(err).Str("session_id", ev.SessionId).Str("event_id", ev.EventId).Msg("usage event not stored")
-	}
 	if err := r.s.spend.add(pctx, r.tenant, cost); err != nil {
 		r.s.log.Warn().Err(err).Str("tenant", r.tenant).Msg("tenant spend not recorded")
 	}
+}
+
+// pendingUsage is a usage event whose store is being acknowledged.
+type pendingUsage struct {
+	ev  *heraldpb.UsageEvent
+	ack jetstream.PubAckFuture
+	err error
+}
+
+// publishUsage starts storing ev without waiting, so the acknowledgement
+// overlaps with the rest of the call; record awaits it.
+func (s *Service) publishUsage(ev *heraldpb.UsageEvent) pendingUsage {
+	data, err := protobuf.Marshal(ev)
+	if err != nil {
+		return pendingUsage{ev: ev, err: err}
+	}
+	msg := bus.NewMsg(bus.UsageSubject(ev.GetTenant()), data)
+	ack, err := s.js.PublishMsgAsync(msg, jetstream.WithMsgID(ev.GetEventId()))
+	return pendingUsage{ev: ev, ack: ack, err: err}
+}
+
+// awaitUsage waits for every usage event of the call to be stored; one that
+// was refused is published again synchronously (its id keeps it single). A
+// usage event that cannot be stored is logged: the call itself stands.
+func (r *callRun) awaitUsage(ctx context.Context) {
+	pctx, cancel := publishCtx(ctx)
+	defer cancel()
+	for _, p := range r.billed {
+		err := p.err
+		if err == nil {
+			select {
+			case <-p.ack.Ok():
+				continue
+			case err = <-p.ack.Err():
+			case <-pctx.Done():
+				err = pctx.Err()
+			}
+		}
+		if err = bus.PublishProto(pctx, r.s.js, bus.UsageSubject(p.ev.GetTenant()), p.ev.GetEventId(), p.ev); err != nil {
+			r.s.log.Error().Err(err).Str("session_id", p.ev.GetSessionId()).Str("event_id", p.ev.GetEventId()).Msg("usage event not stored")
+		}
+	}
+	r.billed = nil
+}
+
+// record stores the response on the request's reply subject (its id the
+// request id) and waits for the call's usage events.
+func (r *callRun) record(ctx context.Context, resp *heraldpb.LLMResponse) error {
+	pctx, cancel := publishCtx(ctx)
+	defer cancel()
+	err := bus.PublishProto(pctx, r.s.js, r.req.GetReplySubject(), r.req.GetRequestId(), resp)
+	r.awaitUsage(ctx)
+	if err != nil {
+		return fmt.Errorf("publish response to %s: %w", r.req.GetRequestId(), err)
+	}
+	return nil
 }
 
 func purposeOf(req *heraldpb.LLMRequest) string {
