@@ -3,16 +3,39 @@ package toolrunner
 import (
 	"os"
 	"strings"
+
+	"github.com/heraldrun/herald/pkg/config"
 )
 
-// scrubbedEnv is the runner's environment without anything that looks like a
-// credential or Herald's own settings: a tool (or a prompt-injected model)
-// must not be able to read the keys the runtime holds.
-func scrubbedEnv() []string {
+// secrets are what the runner knows to be credentials beyond the naming
+// conventions: the variables herald.yaml names as key holders (api_key_env)
+// and the keys themselves, whatever variable holds them.
+type secrets struct {
+	names  map[string]bool
+	values map[string]bool
+}
+
+func secretsOf(c config.Config) secrets {
+	s := secrets{names: map[string]bool{}, values: map[string]bool{}}
+	for _, p := range append([]config.Provider{c.Primary}, c.FallbackProviders...) {
+		if p.APIKeyEnv != "" {
+			s.names[p.APIKeyEnv] = true
+		}
+		if p.APIKey != "" {
+			s.values[p.APIKey] = true
+		}
+	}
+	return s
+}
+
+// scrubbedEnv is the runner's environment without anything that is or looks
+// like a credential or Herald's own settings: a tool (or a prompt-injected
+// model) must not be able to read the keys the runtime holds.
+func (sec secrets) scrubbedEnv() []string {
 	var out []string
 	for _, kv := range os.Environ() {
-		name, _, _ := strings.Cut(kv, "=")
-		if !isSecretName(name) {
+		name, value, _ := strings.Cut(kv, "=")
+		if !isSecretName(name) && !sec.names[name] && !sec.values[value] {
 			out = append(out, kv)
 		}
 	}
@@ -26,12 +49,12 @@ func isSecretName(name string) bool {
 			return true
 		}
 	}
-	for _, s := range []string{"_API_KEY", "APIKEY", "_TOKEN", "_KEY_ID", "_ACCESS_KEY"} {
+	for _, s := range []string{"_KEY", "APIKEY", "_TOKEN", "_KEY_ID"} {
 		if strings.HasSuffix(n, s) {
 			return true
 		}
 	}
-	for _, c := range []string{"SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "PRIVATE_KEY", "NKEY", "CREDS"} {
+	for _, c := range []string{"SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "PRIVATE_KEY", "NKEY", "CREDS", "API_KEY"} {
 		if strings.Contains(n, c) {
 			return true
 		}

@@ -45,7 +45,7 @@ func (s *Service) startMCP(ctx context.Context) error {
 	}
 	sort.Strings(names)
 	for _, name := range names {
-		if err := hub.connect(ctx, name, s.cfg.MCPServers[name], s.cfg.WorkspaceRoot, s.cfg.TerminalTimeout); err != nil {
+		if err := hub.connect(ctx, name, s.cfg.MCPServers[name], s.cfg.WorkspaceRoot, s.secrets.scrubbedEnv(), s.cfg.TerminalTimeout); err != nil {
 			s.stopMCP()
 			return fmt.Errorf("toolrunner: MCP server %s: %w", name, err)
 		}
@@ -53,11 +53,11 @@ func (s *Service) startMCP(ctx context.Context) error {
 	return nil
 }
 
-func (h *mcpHub) connect(ctx context.Context, name string, srv config.MCPServer, dir string, timeout time.Duration) error {
+func (h *mcpHub) connect(ctx context.Context, name string, srv config.MCPServer, dir string, env []string, timeout time.Duration) error {
 	cmd := exec.Command(srv.Command, srv.Args...)
 	// The server gets the scrubbed environment plus what its entry names:
 	// a key it needs is given to it alone, never to every tool.
-	cmd.Env = scrubbedEnv()
+	cmd.Env = env
 	for k, v := range srv.Env {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}

@@ -16,12 +16,13 @@ import (
 
 // Service is one tool runner process's share of the work.
 type Service struct {
-	cfg    Config
-	deps   service.Deps
-	log    zerolog.Logger
-	runner string
-	tools  map[string]tool
-	limits *toolLimits
+	cfg     Config
+	deps    service.Deps
+	log     zerolog.Logger
+	runner  string
+	tools   map[string]tool
+	limits  *toolLimits
+	secrets secrets
 
 	mu      sync.Mutex
 	started bool
@@ -47,7 +48,7 @@ func New(cfg Config, deps service.Deps) (*Service, error) {
 	}
 	s := &Service{cfg: cfg, deps: deps, runner: runner,
 		log:    deps.Log.With().Str("service", "toolrunner").Str("runner", runner).Logger(),
-		limits: newToolLimits(cfg.ToolConcurrency)}
+		limits: newToolLimits(cfg.ToolConcurrency), secrets: secretsOf(deps.Config)}
 	s.tools = s.builtinTools()
 	return s, nil
 }

@@ -35,7 +35,7 @@ func (s *Service) terminal(ctx context.Context, c *call) outcome {
 		return denied
 	}
 	timeout := s.terminalTimeout(c, a.Timeout)
-	out, code, err := runCommand(ctx, c.ws.root, a.Command, timeout, s.cfg.TerminalMaxChars*4)
+	out, code, err := runCommand(ctx, c.ws.root, a.Command, s.secrets.scrubbedEnv(), timeout, s.cfg.TerminalMaxChars*4)
 	reply := terminalReply{Output: truncateHeadTail(out, s.cfg.TerminalMaxChars), ExitCode: code}
 	status := statusOK
 	switch {
@@ -65,12 +65,12 @@ func (s *Service) terminalTimeout(c *call, asked *int) time.Duration {
 // (or the runner stopping) kills everything the command started, not just
 // the shell. It returns the combined output, the exit code (-1 when killed)
 // and context.DeadlineExceeded on a timeout.
-func runCommand(parent context.Context, dir, command string, timeout time.Duration, keep int) (string, int, error) {
+func runCommand(parent context.Context, dir, command string, env []string, timeout time.Duration, keep int) (string, int, error) {
 	ctx, cancel := context.WithTimeout(parent, timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "bash", "-c", orphanGuard()+command)
 	cmd.Dir = dir
-	cmd.Env = scrubbedEnv()
+	cmd.Env = env
 	// Pdeathsig: a runner killed with -9 takes its command's shell with it
 	// (the call is then redelivered and reported as outcome unknown).
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}

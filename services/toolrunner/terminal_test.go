@@ -1,6 +1,9 @@
 package toolrunner
 
 import (
+	"context"
+	"github.com/heraldrun/herald/pkg/config"
+	"github.com/heraldrun/herald/pkg/heraldtest"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -64,9 +67,19 @@ func TestTerminalEnvironmentHasNoSecrets(t *testing.T) {
 	t.Setenv("NATS_CREDS", "/secret/nats.creds")
 	t.Setenv("MY_DB_PASSWORD", "hunter2")
 	t.Setenv("HARMLESS_SETTING", "visible")
-	h := newHarness(t)
+	t.Setenv("MY_LLM", "named-in-herald-yaml")
+	t.Setenv("INNOCENT_LOOKING", "sk-the-primary-key")
+	h := newIdleHarness(t, heraldtest.StartBus(t))
+	deps := depsFor(h.bus.NC, h.bus.JS, t)
+	deps.Config.FallbackProviders = []config.Provider{{Model: "m", APIKeyEnv: "MY_LLM"}}
+	deps.Config.Primary.APIKey = "sk-the-primary-key"
+	svc, err := New(h.cfg, deps)
+	require.NoError(t, err)
+	require.NoError(t, svc.Start(context.Background()))
+	t.Cleanup(func() { _ = svc.Shutdown(context.Background()) })
+
 	out := terminalOf(t, h.call("terminal", map[string]any{"command": "env"})).Output
-	for _, secret := range []string{"sk-fake-openai-123", "ghp_fake456", "herald-fake-789", "nats.creds", "hunter2", "OPENAI_API_KEY"} {
+	for _, secret := range []string{"sk-fake-openai-123", "ghp_fake456", "herald-fake-789", "nats.creds", "hunter2", "OPENAI_API_KEY", "named-in-herald-yaml", "sk-the-primary-key"} {
 		require.NotContains(t, out, secret)
 	}
 	require.Contains(t, out, "HARMLESS_SETTING=visible")
