@@ -145,3 +145,18 @@ func TestToolSpecsAreServedOnTheBus(t *testing.T) {
 	}
 	require.Equal(t, "clarify patch read_file search_files terminal todo write_file", strings.Join(names, " "))
 }
+
+func TestPoolsSeparateWork(t *testing.T) {
+	h := newHarness(t) // runner-1 serves the default pool
+	gpuCfg := h.cfg
+	gpuCfg.Pool = "gpu"
+	h.startRunner("gpu-runner", gpuCfg)
+
+	req := h.request("write_file", map[string]any{"path": "gpu.txt", "content": "x"})
+	req.Pool = "gpu"
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	require.NoError(t, bus.PublishProto(ctx, h.bus.JS, bus.ToolCall("gpu", h.sid), req.GetCallId(), req))
+	require.Equal(t, "gpu-runner", h.result(req, 10*time.Second).GetRunner())
+	require.Equal(t, "runner-1", h.call("read_file", map[string]any{"path": "gpu.txt"}).GetRunner())
+}
