@@ -36,6 +36,8 @@ type CostRow struct {
 	ReasoningTokens  uint64  `json:"reasoning_tokens"`
 	CostNanoUSD      uint64  `json:"cost_nano_usd"`
 	CostUSD          float64 `json:"cost_usd"`
+	// LatencyMs is the summed latency of the calls (mean = LatencyMs/Calls).
+	LatencyMs uint64 `json:"latency_ms_sum"`
 }
 
 // CostReport is the answer to a CostQuery: one row per group, most
@@ -85,32 +87,50 @@ func (q *CostQuery) validate() error {
 
 func (s *store) queryCost(ctx context.Context, q CostQuery, now time.Time) (CostReport, error) {
 	plan := planUsage(usageFilter{Since: q.Since, Session: q.Session, Tenant: q.Tenant}, now)
-	key := plan.key(q.By)
-	sql := "SELECT " + key.rollup + " AS k, sum(calls), sum(errors), sum(input_tokens), sum(output_tokens), " +
-		"sum(cache_read_tokens), sum(cache_write_tokens), sum(reasoning_tokens), sum(cost_nano_usd) " +
-		"FROM " + plan.source(key) + " GROUP BY k ORDER BY sum(cost_nano_usd) DESC, k"
-	rows, err := s.conn.Query(ctx, sql, plan.args()...)
+	rows, err := s.groupUsage(ctx, plan, keyFor(q.By), 0)
 	if err != nil {
-		return CostReport{}, s.queryError(err)
+		return CostReport{}, err
 	}
-	defer rows.Close()
-	rep := CostReport{By: q.By, Session: q.Session, Tenant: q.Tenant, Rows: []CostRow{}}
+	rep := CostReport{By: q.By, Session: q.Session, Tenant: q.Tenant, Rows: rows, Total: totalOf(rows)}
 	if q.Since > 0 {
 		rep.Since, rep.From = q.Since.String(), plan.from
 	}
+	return rep, nil
+}
+
+// groupUsage sums usage per key, most expensive first; limit 0 means all.
+func (s *store) groupUsage(ctx context.Context, plan usagePlan, key groupKey, limit int) ([]CostRow, error) {
+	sql := "SELECT " + key.expr + " AS k, sum(calls), sum(errors), sum(input_tokens), sum(output_tokens), " +
+		"sum(cache_read_tokens), sum(cache_write_tokens), sum(reasoning_tokens), sum(cost_nano_usd), sum(latency_ms) " +
+		"FROM " + plan.source(key) + " GROUP BY k ORDER BY sum(cost_nano_usd) DESC, k"
+	if limit > 0 {
+		sql += fmt.Sprintf(" LIMIT %d", limit)
+	}
+	rows, err := s.conn.Query(ctx, sql, plan.args()...)
+	if err != nil {
+		return nil, s.queryError(err)
+	}
+	defer rows.Close()
+	out := []CostRow{}
 	for rows.Next() {
 		var r CostRow
 		if err := rows.Scan(&r.Key, &r.Calls, &r.Errors, &r.InputTokens, &r.OutputTokens,
-			&r.CacheReadTokens, &r.CacheWriteTokens, &r.ReasoningTokens, &r.CostNanoUSD); err != nil {
-			return CostReport{}, err
+			&r.CacheReadTokens, &r.CacheWriteTokens, &r.ReasoningTokens, &r.CostNanoUSD, &r.LatencyMs); err != nil {
+			return nil, err
 		}
 		r.CostUSD = nanoToUSD(r.CostNanoUSD)
-		rep.Rows = append(rep.Rows, r)
-		rep.Total.add(r)
+		out = append(out, r)
 	}
-	rep.Total.Key = "total"
-	rep.Total.CostUSD = nanoToUSD(rep.Total.CostNanoUSD)
-	return rep, s.queryError(rows.Err())
+	return out, s.queryError(rows.Err())
+}
+
+func totalOf(rows []CostRow) CostRow {
+	t := CostRow{Key: "total"}
+	for _, r := range rows {
+		t.add(r)
+	}
+	t.CostUSD = nanoToUSD(t.CostNanoUSD)
+	return t
 }
 
 // queryError turns a lost connection into the error that says where.
@@ -130,6 +150,7 @@ func (r *CostRow) add(o CostRow) {
 	r.CacheWriteTokens += o.CacheWriteTokens
 	r.ReasoningTokens += o.ReasoningTokens
 	r.CostNanoUSD += o.CostNanoUSD
+	r.LatencyMs += o.LatencyMs
 }
 
 func nanoToUSD(n uint64) float64 { return float64(n) / 1e9 }

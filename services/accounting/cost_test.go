@@ -91,15 +91,15 @@ func rawCost(t *testing.T, st *store, key string, q CostQuery, now time.Time) []
 		where, args = where+" AND session_id = ?", append(args, q.Session)
 	}
 	rows, err := st.conn.Query(context.Background(), "SELECT "+key+" AS k, count(), countIf(status != 'ok'), sum(input_tokens), "+
-		"sum(output_tokens), sum(cache_read_tokens), sum(cache_write_tokens), sum(reasoning_tokens), sum(cost_nano_usd) "+
-		"FROM usage_events"+where+" GROUP BY k", args...)
+		"sum(output_tokens), sum(cache_read_tokens), sum(cache_write_tokens), sum(reasoning_tokens), sum(cost_nano_usd), "+
+		"sum(toUInt64(latency_ms)) FROM usage_events"+where+" GROUP BY k", args...)
 	require.NoError(t, err)
 	defer rows.Close()
 	out := []CostRow{}
 	for rows.Next() {
 		var r CostRow
 		require.NoError(t, rows.Scan(&r.Key, &r.Calls, &r.Errors, &r.InputTokens, &r.OutputTokens,
-			&r.CacheReadTokens, &r.CacheWriteTokens, &r.ReasoningTokens, &r.CostNanoUSD))
+			&r.CacheReadTokens, &r.CacheWriteTokens, &r.ReasoningTokens, &r.CostNanoUSD, &r.LatencyMs))
 		r.CostUSD = nanoToUSD(r.CostNanoUSD)
 		out = append(out, r)
 	}

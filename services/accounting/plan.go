@@ -39,22 +39,27 @@ func planUsage(f usageFilter, now time.Time) usagePlan {
 	return p
 }
 
-// groupKey is a grouping's expression over a roll-up and over raw rows.
+// groupKey is a grouping's expression over the columns source yields.
 type groupKey struct {
-	rollup, raw string
-	session     bool
+	expr    string
+	session bool // needs session_id, so the per-session roll-up
 }
 
-func (p usagePlan) key(by string) groupKey {
-	switch by {
-	case "provider", "tenant", "purpose", "model":
-		return groupKey{rollup: by, raw: by}
-	case "session":
-		return groupKey{rollup: "session_id", raw: "session_id", session: true}
-	case "day":
-		return groupKey{rollup: "toString(toDate(hour, 'UTC'))", raw: "toString(toDate(ts, 'UTC'))"}
+// groupKeys are the groupings of CostQuery.By.
+var groupKeys = map[string]groupKey{
+	"model":    {expr: "model"},
+	"provider": {expr: "provider"},
+	"tenant":   {expr: "tenant"},
+	"purpose":  {expr: "purpose"},
+	"session":  {expr: "session_id", session: true},
+	"day":      {expr: "toString(toDate(hour, 'UTC'))"},
+}
+
+func keyFor(by string) groupKey {
+	if k, ok := groupKeys[by]; ok {
+		return k
 	}
-	return groupKey{rollup: "model", raw: "model"}
+	return groupKeys["model"]
 }
 
 // sums are the roll-up columns every usage query adds up.

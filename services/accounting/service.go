@@ -24,6 +24,8 @@ type Service struct {
 	abort    context.CancelFunc // cancels in-flight inserts
 	wg       sync.WaitGroup
 	store    *store
+
+	dashboard *Dashboard
 }
 
 // New validates cfg (zero fields take their defaults) and builds the service.
@@ -161,6 +163,9 @@ func (s *Service) Shutdown(ctx context.Context) error {
 	if s.store != nil {
 		s.store.Close()
 		s.store = nil
+	}
+	if s.dashboard != nil {
+		s.dashboard.Close()
 	}
 	return err
 }

@@ -1,0 +1,168 @@
+package accounting
+
+import (
+	"context"
+	"errors"
+	"sort"
+	"time"
+)
+
+// ErrNoSession: no usage was recorded for the session.
+var ErrNoSession = errors.New("no usage recorded for this session")
+
+// SessionDetail is one session's model calls and tool executions in order.
+type SessionDetail struct {
+	SessionID string      `json:"session_id"`
+	Tenant    string      `json:"tenant"`
+	Total     CostRow     `json:"total"`
+	Steps     []Step      `json:"steps"`
+	Tools     []ToolEntry `json:"tools"`
+}
+
+// Step is one provider attempt of the session.
+type Step struct {
+	EventID          string    `json:"event_id"`
+	TS               time.Time `json:"ts"`
+	TaskID           string    `json:"task_id"`
+	Purpose          string    `json:"purpose"`
+	Provider         string    `json:"provider"`
+	Model            string    `json:"model"`
+	Attempt          uint16    `json:"attempt"`
+	Fallback         bool      `json:"is_fallback"`
+	Status           string    `json:"status"`
+	ErrorClass       string    `json:"error_class,omitempty"`
+	InputTokens      uint64    `json:"input_tokens"`
+	OutputTokens     uint64    `json:"output_tokens"`
+	CacheReadTokens  uint64    `json:"cache_read_tokens"`
+	CacheWriteTokens uint64    `json:"cache_write_tokens"`
+	ReasoningTokens  uint64    `json:"reasoning_tokens"`
+	CostNanoUSD      uint64    `json:"cost_nano_usd"`
+	CostUSD          float64   `json:"cost_usd"`
+	LatencyMs        uint32    `json:"latency_ms"`
+}
+
+// ToolEntry is one tool execution of the session.
+type ToolEntry struct {
+	TS         time.Time `json:"ts"`
+	CallID     string    `json:"call_id"`
+	Tool       string    `json:"tool"`
+	Runner     string    `json:"runner"`
+	Status     string    `json:"status"`
+	DurationMs uint32    `json:"duration_ms"`
+	OutputSize uint64    `json:"output_bytes"`
+}
+
+// maxSteps bounds a session page.
+const maxSteps = 2000
+
+// sessionDetail finds the session's tenant and hours in the per-session
+// roll-up, then reads just that slice of the raw tables.
+func (s *store) sessionDetail(ctx context.Context, sessionID string) (SessionDetail, error) {
+	d := SessionDetail{SessionID: sessionID, Steps: []Step{}, Tools: []ToolEntry{}}
+	spans, err := s.sessionSpans(ctx, sessionID)
+	if err != nil {
+		return d, err
+	}
+	if len(spans) == 0 {
+		return d, ErrNoSession
+	}
+	d.Tenant = spans[0].tenant
+	for _, sp := range spans {
+		steps, err := s.sessionSteps(ctx, sp, sessionID)
+		if err != nil {
+			return d, err
+		}
+		tools, err := s.sessionTools(ctx, sp, sessionID)
+		if err != nil {
+			return d, err
+		}
+		d.Steps, d.Tools = append(d.Steps, steps...), append(d.Tools, tools...)
+	}
+	for _, st := range d.Steps {
+		d.Total.add(CostRow{Calls: 1, Errors: boolCount(st.Status != "ok"), InputTokens: st.InputTokens,
+			OutputTokens: st.OutputTokens, CacheReadTokens: st.CacheReadTokens, CacheWriteTokens: st.CacheWriteTokens,
+			ReasoningTokens: st.ReasoningTokens, CostNanoUSD: st.CostNanoUSD, LatencyMs: uint64(st.LatencyMs)})
+	}
+	d.Total.Key, d.Total.CostUSD = "total", nanoToUSD(d.Total.CostNanoUSD)
+	sort.SliceStable(d.Steps, func(i, j int) bool { return d.Steps[i].TS.Before(d.Steps[j].TS) })
+	sort.SliceStable(d.Tools, func(i, j int) bool { return d.Tools[i].TS.Before(d.Tools[j].TS) })
+	return d, nil
+}
+
+// sessionSpan is where a session's raw rows are: a tenant and an hour range.
+type sessionSpan struct {
+	tenant   string
+	from, to uint32
+}
+
+// sessionSpans lists the tenants (normally one) the session ran under,
+// the busiest first.
+func (s *store) sessionSpans(ctx context.Context, sessionID string) ([]sessionSpan, error) {
+	rows, err := s.conn.Query(ctx, "SELECT tenant, toUInt32(min(hour)), toUInt32(max(hour)) FROM usage_by_session "+
+		"WHERE session_id = ? GROUP BY tenant ORDER BY sum(calls) DESC, tenant", sessionID)
+	if err != nil {
+		return nil, s.queryError(err)
+	}
+	defer rows.Close()
+	var out []sessionSpan
+	for rows.Next() {
+		var sp sessionSpan
+		if err := rows.Scan(&sp.tenant, &sp.from, &sp.to); err != nil {
+			return nil, err
+		}
+		sp.to += 3600
+		out = append(out, sp)
+	}
+	return out, s.queryError(rows.Err())
+}
+
+func (s *store) sessionSteps(ctx context.Context, sp sessionSpan, sid string) ([]Step, error) {
+	rows, err := s.conn.Query(ctx, "SELECT event_id, ts, task_id, purpose, provider, model, attempt, is_fallback, status, "+
+		"error_class, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, reasoning_tokens, cost_nano_usd, "+
+		"latency_ms FROM usage_events FINAL WHERE tenant = ? AND ts >= toDateTime(?) AND ts < toDateTime(?) "+
+		"AND session_id = ? ORDER BY ts, event_id LIMIT ?", sp.tenant, sp.from, sp.to, sid, maxSteps)
+	if err != nil {
+		return nil, s.queryError(err)
+	}
+	defer rows.Close()
+	out := []Step{}
+	for rows.Next() {
+		var st Step
+		var fallback uint8
+		if err := rows.Scan(&st.EventID, &st.TS, &st.TaskID, &st.Purpose, &st.Provider, &st.Model, &st.Attempt, &fallback,
+			&st.Status, &st.ErrorClass, &st.InputTokens, &st.OutputTokens, &st.CacheReadTokens, &st.CacheWriteTokens,
+			&st.ReasoningTokens, &st.CostNanoUSD, &st.LatencyMs); err != nil {
+			return nil, err
+		}
+		st.Fallback, st.CostUSD, st.TS = fallback == 1, nanoToUSD(st.CostNanoUSD), st.TS.UTC()
+		out = append(out, st)
+	}
+	return out, s.queryError(rows.Err())
+}
+
+func (s *store) sessionTools(ctx context.Context, sp sessionSpan, sid string) ([]ToolEntry, error) {
+	rows, err := s.conn.Query(ctx, "SELECT ts, call_id, tool, runner, status, duration_ms, output_bytes FROM tool_events FINAL "+
+		"WHERE tenant = ? AND ts >= toDateTime(?) AND ts < toDateTime(?) AND session_id = ? ORDER BY ts, event_id LIMIT ?",
+		sp.tenant, sp.from, sp.to, sid, maxSteps)
+	if err != nil {
+		return nil, s.queryError(err)
+	}
+	defer rows.Close()
+	out := []ToolEntry{}
+	for rows.Next() {
+		var e ToolEntry
+		if err := rows.Scan(&e.TS, &e.CallID, &e.Tool, &e.Runner, &e.Status, &e.DurationMs, &e.OutputSize); err != nil {
+			return nil, err
+		}
+		e.TS = e.TS.UTC()
+		out = append(out, e)
+	}
+	return out, s.queryError(rows.Err())
+}
+
+func boolCount(b bool) uint64 {
+	if b {
+		return 1
+	}
+	return 0
+}
