@@ -50,7 +50,7 @@ func (r *callRun) serve(ctx context.Context) *heraldpb.LLMResponse {
 		if ae.class == ClassRateLimit {
 			s.health.coolDown(idx)
 		}
-		if !ae.policy.Fallback {
+		if !ae.policy.Fallback || ctx.Err() != nil {
 			break
 		}
 	}
@@ -79,6 +79,9 @@ func (r *callRun) onEndpoint(ctx context.Context, ep endpoint, hasNext bool) (mo
 
 // attempt is one request to one provider, billed with its own usage event.
 func (r *callRun) attempt(ctx context.Context, ep endpoint) (modelAnswer, *attemptError) {
+	if ctx.Err() != nil {
+		return modelAnswer{}, r.stopped(ctx, nil)
+	}
 	if ae := r.checkBudgets(ctx); ae != nil {
 		return modelAnswer{}, ae
 	}

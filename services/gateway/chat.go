@@ -103,7 +103,7 @@ func streamFailure(err error) error {
 func (c *chatClient) params(call modelCall) openai.ChatCompletionNewParams {
 	p := openai.ChatCompletionNewParams{
 		Model:    call.model,
-		Messages: chatMessagesToWire(call.messages, c.sendsReasoning()),
+		Messages: chatMessagesToWire(call.messages, c.sendsReasoning(), cacheMarks(call)),
 		Tools:    chatToolsToWire(call.tools),
 	}
 	if call.maxOut > 0 {
@@ -122,9 +122,13 @@ func (c *chatClient) sendsReasoning() bool {
 	return c.ep.provider != "openai" && !strings.Contains(c.ep.baseURL, "api.openai.com")
 }
 
-func chatMessagesToWire(msgs []*heraldpb.ChatMessage, withReasoning bool) []openai.ChatCompletionMessageParamUnion {
+func chatMessagesToWire(msgs []*heraldpb.ChatMessage, withReasoning bool, marks map[int]bool) []openai.ChatCompletionMessageParamUnion {
 	out := make([]openai.ChatCompletionMessageParamUnion, 0, len(msgs))
-	for _, m := range msgs {
+	for i, m := range msgs {
+		if marks[i] && m.GetContent() != "" {
+			out = append(out, markedToWire(m, withReasoning))
+			continue
+		}
 		switch m.GetRole() {
 		case "system":
 			out = append(out, openai.SystemMessage(m.GetContent()))
@@ -139,23 +143,46 @@ func chatMessagesToWire(msgs []*heraldpb.ChatMessage, withReasoning bool) []open
 	return out
 }
 
-func assistantToWire(m *heraldpb.ChatMessage, withReasoning bool) openai.ChatCompletionMessageParamUnion {
-	var a openai.ChatCompletionAssistantMessageParam
-	if m.GetContent() != "" || len(m.GetToolCalls()) == 0 {
-		a.Content.OfString = openai.String(m.GetContent())
+// cacheMarks picks the messages that carry Anthropic prompt-caching markers
+// when a Claude model is reached through an OpenAI-compatible router
+// (OpenRouter passes cache_control through): the last system message and
+// the last three others. Other models get none.
+func cacheMarks(call modelCall) map[int]bool {
+	if !strings.Contains(strings.ToLower(call.model), "claude") {
+		return nil
 	}
-	for _, tc := range m.GetToolCalls() {
-		a.ToolCalls = append(a.ToolCalls, openai.ChatCompletionMessageToolCallUnionParam{
-			OfFunction: &openai.ChatCompletionMessageFunctionToolCallParam{
-				ID:       tc.GetId(),
-				Function: openai.ChatCompletionMessageFunctionToolCallFunctionParam{Name: tc.GetName(), Arguments: tc.GetArguments()},
-			},
-		})
+	marks := map[int]bool{}
+	system, tail := false, 0
+	for i := len(call.messages) - 1; i >= 0; i-- {
+		switch {
+		case call.messages[i].GetRole() == "system":
+			marks[i] = marks[i] || !system
+			system = true
+		case tail < cachedTail:
+			marks[i] = true
+			tail++
+		}
 	}
-	if withReasoning && m.GetReasoning() != "" {
-		a.SetExtraFields(map[string]any{"reasoning_content": m.GetReasoning()})
+	return marks
+}
+
+// markedToWire sends m's text as one content part carrying cache_control.
+func markedToWire(m *heraldpb.ChatMessage, withReasoning bool) openai.ChatCompletionMessageParamUnion {
+	part := openai.ChatCompletionContentPartTextParam{Text: m.GetContent()}
+	part.SetExtraFields(map[string]any{"cache_control": map[string]string{"type": "ephemeral"}})
+	switch m.GetRole() {
+	case "system":
+		return openai.SystemMessage([]openai.ChatCompletionContentPartTextParam{part})
+	case "tool":
+		return openai.ToolMessage([]openai.ChatCompletionContentPartTextParam{part}, m.GetToolCallId())
+	case "assistant":
+		msg := assistantToWire(m, withReasoning)
+		msg.OfAssistant.Content = openai.ChatCompletionAssistantMessageParamContentUnion{
+			OfArrayOfContentParts: []openai.ChatCompletionAssistantMessageParamContentArrayOfContentPartUnion{{OfText: &part}}}
+		return msg
+	default:
+		return openai.UserMessage([]openai.ChatCompletionContentPartUnionParam{{OfText: &part}})
 	}
-	return openai.ChatCompletionMessageParamUnion{OfAssistant: &a}
 }
 
 func chatToolsToWire(specs []*heraldpb.ToolSpec) []openai.ChatCompletionToolUnionParam {
@@ -221,4 +248,23 @@ func chatUsage(u openai.CompletionUsage) *heraldpb.Usage {
 		CacheWriteTokens: written,
 		ReasoningTokens:  u.CompletionTokensDetails.ReasoningTokens,
 	}
+}
+
+func assistantToWire(m *heraldpb.ChatMessage, withReasoning bool) openai.ChatCompletionMessageParamUnion {
+	var a openai.ChatCompletionAssistantMessageParam
+	if m.GetContent() != "" || len(m.GetToolCalls()) == 0 {
+		a.Content.OfString = openai.String(m.GetContent())
+	}
+	for _, tc := range m.GetToolCalls() {
+		a.ToolCalls = append(a.ToolCalls, openai.ChatCompletionMessageToolCallUnionParam{
+			OfFunction: &openai.ChatCompletionMessageFunctionToolCallParam{
+				ID:       tc.GetId(),
+				Function: openai.ChatCompletionMessageFunctionToolCallFunctionParam{Name: tc.GetName(), Arguments: tc.GetArguments()},
+			},
+		})
+	}
+	if withReasoning && m.GetReasoning() != "" {
+		a.SetExtraFields(map[string]any{"reasoning_content": m.GetReasoning()})
+	}
+	return openai.ChatCompletionMessageParamUnion{OfAssistant: &a}
 }

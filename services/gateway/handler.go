@@ -39,7 +39,23 @@ func (s *Service) handle(ctx context.Context, msg jetstream.Msg) error {
 		run.awaitUsage(ctx)
 		return fmt.Errorf("request %s abandoned: %w", req.GetRequestId(), context.Cause(ctx))
 	}
+	if resp.GetError() != "" {
+		s.logFailure(req, resp)
+	}
 	return run.record(ctx, resp)
+}
+
+// logFailure records a call that ended in an error: provider failures at
+// warn, the ones a user or a budget chose at debug.
+func (s *Service) logFailure(req *heraldpb.LLMRequest, resp *heraldpb.LLMResponse) {
+	ev := s.log.Warn()
+	switch ErrorClass(resp.GetErrorClass()) {
+	case ClassInterrupted, ClassBudgetExceeded:
+		ev = s.log.Debug()
+	}
+	ev.Str("session_id", req.GetSessionId()).Str("task_id", req.GetTaskId()).Str("model", resp.GetModel()).
+		Str("provider", resp.GetProvider()).Str("error_class", resp.GetErrorClass()).Int32("attempts", resp.GetAttempts()).
+		Str("error", resp.GetError()).Msg("LLM call failed")
 }
 
 func validateRequest(req *heraldpb.LLMRequest) error {

@@ -209,3 +209,38 @@ func TestAnthropicErrorsAreClassified(t *testing.T) {
 		require.Equal(t, string(ClassOverloaded), e.Status)
 	}
 }
+
+func TestClaudeThroughARouterGetsCachingMarkers(t *testing.T) {
+	r := newRig(t, scripted.Conversation(scripted.Text("ok")), func(c *Config) {
+		c.Primary.Model = "anthropic/claude-sonnet-4.5"
+		c.Primary.Provider = "openrouter"
+		c.Primary.APIKey = "or-key"
+	})
+	req := r.request("c6", "q1")
+	req.Messages = append(req.Messages,
+		&heraldpb.ChatMessage{Role: "assistant", Content: "a1"},
+		&heraldpb.ChatMessage{Role: "user", Content: "q2"},
+		&heraldpb.ChatMessage{Role: "assistant", Content: "a2"},
+		&heraldpb.ChatMessage{Role: "user", Content: "q3"},
+	)
+	require.Empty(t, r.call(req).GetError())
+	var body struct {
+		Messages []struct {
+			Role    string          `json:"role"`
+			Content json.RawMessage `json:"content"`
+		} `json:"messages"`
+	}
+	require.NoError(t, json.Unmarshal(r.model.Requests()[0].Raw, &body))
+	marked := []string{}
+	for _, m := range body.Messages {
+		var parts []map[string]any
+		if json.Unmarshal(m.Content, &parts) == nil && parts[len(parts)-1]["cache_control"] != nil {
+			marked = append(marked, m.Role+":"+parts[0]["text"].(string))
+		}
+	}
+	require.Equal(t, []string{"system:You are terse.", "user:q2", "assistant:a2", "user:q3"}, marked)
+
+	plain := newRig(t, scripted.Conversation(scripted.Text("ok")))
+	plain.call(plain.request("c7", "q1"))
+	require.NotContains(t, string(plain.model.Requests()[0].Raw), "cache_control", "non-Claude models get no markers")
+}
