@@ -1,0 +1,48 @@
+package gateway
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/heraldrun/herald/proto/heraldpb"
+	"github.com/openai/openai-go/v3"
+	"github.com/stretchr/testify/require"
+)
+
+// TestUsageIsNormalisedByEachProvidersConvention feeds usage blocks as each
+// provider reports them; every token lands in exactly one class and the
+// classes add up to the prompt the provider reported.
+func TestUsageIsNormalisedByEachProvidersConvention(t *testing.T) {
+	cases := []struct {
+		name string
+		body string
+		want *heraldpb.Usage
+	}{
+		{"openai cached and reasoning", `{"prompt_tokens":1000,"completion_tokens":300,"total_tokens":1300,
+			"prompt_tokens_details":{"cached_tokens":800},"completion_tokens_details":{"reasoning_tokens":200}}`,
+			&heraldpb.Usage{InputTokens: 200, CacheReadTokens: 800, OutputTokens: 300, ReasoningTokens: 200}},
+		{"openrouter anthropic with cache writes", `{"prompt_tokens":1000,"completion_tokens":10,"total_tokens":1010,
+			"prompt_tokens_details":{"cached_tokens":500,"cache_write_tokens":400}}`,
+			&heraldpb.Usage{InputTokens: 100, CacheReadTokens: 500, CacheWriteTokens: 400, OutputTokens: 10}},
+		{"deepseek cache hits", `{"prompt_tokens":1000,"completion_tokens":50,"total_tokens":1050,
+			"prompt_cache_hit_tokens":600,"prompt_cache_miss_tokens":400,"completion_tokens_details":{"reasoning_tokens":20}}`,
+			&heraldpb.Usage{InputTokens: 400, CacheReadTokens: 600, OutputTokens: 50, ReasoningTokens: 20}},
+		{"local server without details", `{"prompt_tokens":12,"completion_tokens":3,"total_tokens":15}`,
+			&heraldpb.Usage{InputTokens: 12, OutputTokens: 3}},
+	}
+	for _, tc := range cases {
+		var u openai.CompletionUsage
+		require.NoError(t, json.Unmarshal([]byte(tc.body), &u), tc.name)
+		got := chatUsage(u)
+		require.Equal(t, tc.want, stripUsage(got), tc.name)
+		require.Equal(t, u.PromptTokens, got.GetInputTokens()+got.GetCacheReadTokens()+got.GetCacheWriteTokens(), tc.name)
+	}
+}
+
+func TestCachedTokensArePricedAtTheCacheRateNotTwice(t *testing.T) {
+	p := NewPricer(nil)
+	// gpt-4o-mini: $0.15 input, $0.075 cached, $0.60 output per million
+	nano, src := p.CostNano("gpt-4o-mini", &heraldpb.Usage{InputTokens: 200_000, CacheReadTokens: 800_000, OutputTokens: 100_000, ReasoningTokens: 50_000})
+	require.Equal(t, PriceBuiltin, src)
+	require.Equal(t, uint64(30_000_000+60_000_000+60_000_000), nano, "reasoning is inside output and not billed again")
+}
