@@ -129,6 +129,9 @@ type Reply struct {
 	// CutAfter drops the connection mid-answer: after this many streamed
 	// events, or (not streaming) half-way through the JSON body.
 	CutAfter int
+	// StallAfter makes a stream go silent after this many events, until the
+	// client gives up.
+	StallAfter int
 }
 
 // Text is a reply with content only.
@@ -239,6 +242,9 @@ func (s *Server) serve(api wireAPI) http.HandlerFunc {
 		for k, v := range reply.Header {
 			w.Header().Set(k, v)
 		}
+		if reply.StallAfter > 0 {
+			w = &stallingWriter{ResponseWriter: w, after: reply.StallAfter, done: r.Context().Done()}
+		}
 		answer(w, api, req, reply)
 	}
 }
@@ -263,5 +269,25 @@ func answer(w http.ResponseWriter, api wireAPI, req *Request, reply Reply) {
 	default:
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(api.object(req, reply))
+	}
+}
+
+// stallingWriter stops a stream after a number of flushed events and holds
+// the connection open, silent, until the client goes away.
+type stallingWriter struct {
+	http.ResponseWriter
+	after   int
+	flushed int
+	done    <-chan struct{}
+}
+
+func (s *stallingWriter) Flush() {
+	if f, ok := s.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+	s.flushed++
+	if s.flushed >= s.after {
+		<-s.done
+		panic(http.ErrAbortHandler)
 	}
 }

@@ -2,9 +2,12 @@ package gateway
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/heraldrun/herald/proto/heraldpb"
@@ -57,8 +60,9 @@ func (e endpoint) keyOrPlaceholder() string {
 }
 
 // newHTTPClient is shared by every endpoint: no overall timeout (calls are
-// bounded by their context), generous idle connections for concurrency.
-func newHTTPClient() *http.Client {
+// bounded by their context), generous idle connections for concurrency, and
+// a stream that stays silent for streamIdle is cut as a timeout.
+func newHTTPClient(streamIdle time.Duration) *http.Client {
 	tr := &http.Transport{
 		Proxy:                 http.ProxyFromEnvironment,
 		DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
@@ -69,8 +73,67 @@ func newHTTPClient() *http.Client {
 		ResponseHeaderTimeout: 0,
 		ForceAttemptHTTP2:     true,
 	}
-	return &http.Client{Transport: tr}
+	return &http.Client{Transport: stallGuard{next: tr, idle: streamIdle}}
 }
+
+// stallGuard watches event streams: a provider that stops sending mid-answer
+// would otherwise hold the call until its overall timeout.
+type stallGuard struct {
+	next http.RoundTripper
+	idle time.Duration
+}
+
+func (g stallGuard) RoundTrip(req *http.Request) (*http.Response, error) {
+	res, err := g.next.RoundTrip(req)
+	if err != nil || g.idle <= 0 || !strings.HasPrefix(res.Header.Get("Content-Type"), "text/event-stream") {
+		return res, err
+	}
+	res.Body = newIdleBody(res.Body, g.idle)
+	return res, nil
+}
+
+// idleBody closes its body when no byte arrived for idle, and reports the
+// read that fails as a stall (a timeout), not as the close it caused.
+type idleBody struct {
+	body    io.ReadCloser
+	idle    time.Duration
+	timer   *time.Timer
+	stalled atomic.Bool
+}
+
+func newIdleBody(body io.ReadCloser, idle time.Duration) *idleBody {
+	b := &idleBody{body: body, idle: idle}
+	b.timer = time.AfterFunc(idle, func() {
+		b.stalled.Store(true)
+		_ = body.Close()
+	})
+	return b
+}
+
+func (b *idleBody) Read(p []byte) (int, error) {
+	n, err := b.body.Read(p)
+	if b.stalled.Load() {
+		return n, errStalled{idle: b.idle}
+	}
+	if n > 0 {
+		b.timer.Reset(b.idle)
+	}
+	return n, err
+}
+
+func (b *idleBody) Close() error {
+	b.timer.Stop()
+	return b.body.Close()
+}
+
+// errStalled is a net.Error timeout, so it is classified like one.
+type errStalled struct{ idle time.Duration }
+
+func (e errStalled) Error() string {
+	return fmt.Sprintf("the stream sent nothing for %s", e.idle)
+}
+func (errStalled) Timeout() bool   { return true }
+func (errStalled) Temporary() bool { return true }
 
 // maxErrorBody bounds how much of an error response is read.
 const maxErrorBody = 64 << 10

@@ -9,7 +9,8 @@ import (
 )
 
 // Config is what the gateway needs to know. Knobs that herald.yaml does not
-// carry (Concurrency, RateLimitCooldown, TenantBudgetsUSD) have defaults here.
+// carry (Concurrency, RateLimitCooldown, StreamIdleTimeout, TenantBudgetsUSD)
+// have defaults here.
 type Config struct {
 	// Primary serves every call unless it fails over or is cooling down.
 	Primary config.Provider
@@ -29,12 +30,15 @@ type Config struct {
 	RateLimitCooldown time.Duration
 	// Concurrency caps the calls this process works on at once.
 	Concurrency int
+	// StreamIdleTimeout cuts a streamed answer that stays silent this long.
+	StreamIdleTimeout time.Duration
 }
 
 // Defaults of the knobs herald.yaml does not carry.
 const (
 	DefaultConcurrency       = 64
 	DefaultRateLimitCooldown = 60 * time.Second
+	DefaultStreamIdleTimeout = 180 * time.Second
 	maxRetryAfter            = 120 * time.Second
 )
 
@@ -80,6 +84,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Concurrency <= 0 {
 		c.Concurrency = DefaultConcurrency
+	}
+	if c.StreamIdleTimeout <= 0 {
+		c.StreamIdleTimeout = DefaultStreamIdleTimeout
 	}
 	return c
 }

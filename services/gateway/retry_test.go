@@ -115,3 +115,16 @@ func TestGarbageFromTheProviderIsRetried(t *testing.T) {
 	require.Equal(t, "clean answer", resp.GetMessage().GetContent())
 	require.Equal(t, int32(3), resp.GetAttempts())
 }
+
+func TestStalledStreamIsCutAsATimeoutAndRetried(t *testing.T) {
+	r := newRig(t, scripted.FailFirst(1, scripted.Reply{Content: "never finishes", ChunkChars: 2, StallAfter: 3},
+		scripted.Conversation(scripted.Text("second try"))), func(c *Config) { c.StreamIdleTimeout = 100 * time.Millisecond })
+	ev := r.watch("r9")
+	req := r.request("r9", "hello")
+	req.Stream = true
+	resp := r.call(req)
+	require.Equal(t, "second try", resp.GetMessage().GetContent())
+	require.Equal(t, int32(2), resp.GetAttempts())
+	require.Eventually(t, func() bool { return len(ev.ofType(proto.EventRetry)) == 1 }, 5*time.Second, 5*time.Millisecond)
+	require.Equal(t, string(ClassTimeout), ev.ofType(proto.EventRetry)[0].Status)
+}

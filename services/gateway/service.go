@@ -50,7 +50,7 @@ func New(cfg Config, deps service.Deps) (*Service, error) {
 	}
 	s := &Service{cfg: cfg, nc: deps.NC, js: deps.JS, log: deps.Log.With().Str("service", "gateway").Logger(),
 		pricer: NewPricer(cfg.Pricing), inflight: newInflight(), health: newHealth(cfg.RateLimitCooldown)}
-	hc := newHTTPClient()
+	hc := newHTTPClient(cfg.StreamIdleTimeout)
 	s.hc = hc
 	for i, p := range append([]config.Provider{cfg.Primary}, cfg.Fallbacks...) {
 		ep, err := newEndpoint(p, i)
