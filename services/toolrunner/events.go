@@ -9,10 +9,21 @@ import (
 	"github.com/heraldrun/herald/proto/heraldpb"
 )
 
-// event publishes a progress event on the session's events subject.
+// maxEventArgs bounds the arguments shown in a tool_started event.
+const maxEventArgs = 300
+
+// event publishes a progress event on the session's events subject;
+// tool_started carries the call's arguments (shortened) so watchers see what runs.
 func (s *Service) event(req *heraldpb.ToolCallRequest, typ, status string) {
+	var args string
+	if typ == proto.EventToolStarted {
+		args = req.GetArguments()
+		if len(args) > maxEventArgs {
+			args = args[:maxEventArgs] + "…"
+		}
+	}
 	err := bus.PublishEvent(s.deps.NC, proto.Event{Type: typ, SessionID: req.GetSessionId(),
-		TaskID: req.GetTaskId(), Step: int(req.GetStep()), Tool: req.GetTool(), CallID: req.GetCallId(), Status: status})
+		TaskID: req.GetTaskId(), Step: int(req.GetStep()), Tool: req.GetTool(), CallID: req.GetCallId(), Status: status, Args: args})
 	if err != nil {
 		s.log.Warn().Err(err).Str("session_id", req.GetSessionId()).Str("call_id", req.GetCallId()).Msg("publishing a progress event failed")
 	}
