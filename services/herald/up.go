@@ -120,9 +120,13 @@ func serveDashboard(addr, dsn, token string, log zerolog.Logger) (func(), error)
 	}
 	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
+	log.Info().Str("address", "http://"+ln.Addr().String()).Msg("dashboard serving")
 	return func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		_ = srv.Shutdown(ctx)
+		if c, ok := handler.(interface{ Close() }); ok {
+			c.Close()
+		}
 	}, nil
 }

@@ -87,12 +87,22 @@ type H struct {
 }
 
 // Option adjusts the configuration of a harness.
-type Option func(*config.Config)
+type Option func(*config.Config, *app.Options)
 
 // WithClickHouse makes accounting sink into a fresh ClickHouse database.
 func WithClickHouse(t testing.TB) Option {
 	dsn := freshClickHouse(t)
-	return func(c *config.Config) { c.ClickHouseDSN = dsn }
+	return func(c *config.Config, _ *app.Options) { c.ClickHouseDSN = dsn }
+}
+
+// WithConfig adjusts the configuration.
+func WithConfig(f func(*config.Config)) Option {
+	return func(c *config.Config, _ *app.Options) { f(c) }
+}
+
+// WithToolConcurrency sets how many calls the tool runner runs at once.
+func WithToolConcurrency(n int) Option {
+	return func(_ *config.Config, o *app.Options) { o.ToolConcurrency = n }
 }
 
 // Start runs every service in-process against a scripted model.
@@ -110,13 +120,15 @@ func Start(t testing.TB, script scripted.Script, opts ...Option) *H {
 		RateBaseDelay: time.Millisecond, RateMaxDelay: 5 * time.Millisecond, CallTimeout: 30 * time.Second}
 	cfg.Approvals.Timeout = 2 * time.Second
 	cfg.Pricing = map[string]config.Price{"test-model": {Input: 1, Output: 2, CacheRead: 0.5}}
+	ao := app.Options{StoreDir: filepath.Join(dir, "nats"), Log: heraldtest.Logger(t), Instance: "test"}
 	for _, o := range opts {
-		o(&cfg)
+		o(&cfg, &ao)
 	}
+	ao.Config = cfg
 	require.NoError(t, os.MkdirAll(cfg.Workspace, 0o755))
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	a, err := app.Start(ctx, app.Options{Config: cfg, StoreDir: filepath.Join(dir, "nats"), Log: heraldtest.Logger(t), Instance: "test"})
+	a, err := app.Start(ctx, ao)
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		sctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
