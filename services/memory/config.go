@@ -36,7 +36,7 @@ func DefaultConfig() Config {
 		MemoryLimit:    DefaultMemoryLimit,
 		UserLimit:      DefaultUserLimit,
 		Concurrency:    16,
-		IndexSaveEvery: 30 * time.Second,
+		IndexSaveEvery: 2 * time.Minute,
 		DefaultTenant:  "default",
 	}
 }

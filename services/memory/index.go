@@ -36,11 +36,17 @@ const (
 	bm25B  = 0.75
 )
 
-// Posting is one message containing a term.
+// Posting is one message (by document number) containing a term.
 type Posting struct {
+	Doc uint32
+	TF  uint16
+}
+
+// DocRef locates document number n (one message) in its session.
+type DocRef struct {
 	Session uint32
 	Msg     int32
-	TF      uint16
+	Terms   int32
 }
 
 // StoredMessage is what the index keeps of one transcript message.
@@ -48,7 +54,6 @@ type StoredMessage struct {
 	Present bool
 	Role    string
 	Text    string
-	Terms   int32
 }
 
 // SessionDoc is one indexed transcript.
@@ -66,7 +71,7 @@ type Index struct {
 	Sessions []*SessionDoc
 	ByID     map[string]uint32
 	Postings map[string][]Posting
-	Docs     int64
+	Docs     []DocRef
 	TermSum  int64
 	// LastSeq is the SESSIONS stream sequence of the last entry applied.
 	LastSeq uint64
@@ -104,17 +109,18 @@ func (ix *Index) Add(e *heraldpb.TranscriptEntry, seq uint64) {
 	}
 	text := messageText(m)
 	counts := termCounts(text)
+	docNo := uint32(len(ix.Docs))
 	terms := int32(0)
 	for t, n := range counts {
-		ix.Postings[t] = append(ix.Postings[t], Posting{Session: ord, Msg: e.Index, TF: uint16(min(n, math.MaxUint16))})
+		ix.Postings[t] = append(ix.Postings[t], Posting{Doc: docNo, TF: uint16(min(n, math.MaxUint16))})
 		terms += int32(n)
 	}
 	limit := maxStoredChars
 	if m.Role == "tool" {
 		limit = maxStoredTool
 	}
-	doc.Msgs[e.Index] = StoredMessage{Present: true, Role: m.Role, Text: truncate(text, limit), Terms: terms}
-	ix.Docs++
+	doc.Msgs[e.Index] = StoredMessage{Present: true, Role: m.Role, Text: truncate(text, limit)}
+	ix.Docs = append(ix.Docs, DocRef{Session: ord, Msg: e.Index, Terms: terms})
 	ix.TermSum += int64(terms)
 }
 

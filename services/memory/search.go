@@ -17,6 +17,8 @@ const (
 	// windowRadius is how many messages either side of a hit are returned.
 	windowRadius = 2
 	windowChars  = 400
+	// maxQueryTerms bounds the work of one search (and its per-message counters).
+	maxQueryTerms = 32
 )
 
 // Hit is one session found by a search, best first.
@@ -52,21 +54,16 @@ func (ix *Index) Search(query string, limit int, exclude string) []Hit {
 		}
 		return hits
 	}
-	scores, matched := ix.score(terms)
-	phrase := strings.ToLower(strings.Join(strings.Fields(query), " "))
 	best := map[uint32]docScore{}
-	for key, sc := range scores {
-		ord, msg := uint32(key>>32), int32(uint32(key))
-		doc := ix.Sessions[ord]
-		if doc.Hidden || doc.ID == exclude {
-			continue
-		}
-		sc *= float64(matched[key]) / float64(len(terms))
-		if len(terms) > 1 && strings.Contains(strings.ToLower(doc.Msgs[msg].Text), phrase) {
+	phrase := strings.ToLower(strings.Join(strings.Fields(query), " "))
+	for _, c := range ix.topDocs(terms, exclude) {
+		ref := ix.Docs[c.doc]
+		sc := c.score
+		if len(terms) > 1 && containsFold(ix.Sessions[ref.Session].Msgs[ref.Msg].Text, phrase) {
 			sc *= 2
 		}
-		if cur, ok := best[ord]; !ok || sc > cur.score {
-			best[ord] = docScore{msg: msg, score: sc}
+		if cur, ok := best[ref.Session]; !ok || sc > cur.score {
+			best[ref.Session] = docScore{msg: ref.Msg, score: sc}
 		}
 	}
 	ranked := make([]uint32, 0, len(best))
@@ -95,30 +92,49 @@ type docScore struct {
 	score float64
 }
 
-// score sums BM25 per message over terms; keys are session<<32 | message.
-func (ix *Index) score(terms []string) (map[uint64]float64, map[uint64]int) {
-	scores, matched := map[uint64]float64{}, map[uint64]int{}
-	n := float64(max(ix.Docs, 1))
+// candidates is how many best-scoring messages are considered for the
+// phrase boost and grouped into sessions; enough for MaxSearchLimit sessions.
+const candidates = 256
+
+type candidate struct {
+	doc   uint32
+	score float64
+}
+
+// topDocs scores messages by BM25 over terms, weighted by the share of
+// terms each contains, and returns the best candidates of visible sessions.
+func (ix *Index) topDocs(terms []string, exclude string) []candidate {
+	n := float64(max(len(ix.Docs), 1))
 	avg := float64(ix.TermSum) / n
 	if avg == 0 {
 		avg = 1
 	}
+	acc := scratchPool.get(len(ix.Docs))
+	defer scratchPool.put(acc)
 	for _, t := range terms {
 		posts := ix.Postings[t]
-		if len(posts) == 0 {
-			continue
-		}
 		df := float64(len(posts))
 		idf := math.Log(1 + (n-df+0.5)/(df+0.5))
 		for _, p := range posts {
-			dl := float64(ix.Sessions[p.Session].Msgs[p.Msg].Terms)
+			dl := float64(ix.Docs[p.Doc].Terms)
 			tf := float64(p.TF)
-			key := uint64(p.Session)<<32 | uint64(uint32(p.Msg))
-			scores[key] += idf * tf * (bm25K1 + 1) / (tf + bm25K1*(1-bm25B+bm25B*dl/avg))
-			matched[key]++
+			if acc.matched[p.Doc] == 0 {
+				acc.touched = append(acc.touched, p.Doc)
+			}
+			acc.score[p.Doc] += float32(idf * tf * (bm25K1 + 1) / (tf + bm25K1*(1-bm25B+bm25B*dl/avg)))
+			acc.matched[p.Doc]++
 		}
 	}
-	return scores, matched
+	top := &candidateHeap{}
+	for _, d := range acc.touched {
+		doc := ix.Sessions[ix.Docs[d].Session]
+		if doc.Hidden || doc.ID == exclude {
+			continue
+		}
+		sc := float64(acc.score[d]) * float64(acc.matched[d]) / float64(len(terms))
+		top.offer(candidate{doc: d, score: sc})
+	}
+	return top.items
 }
 
 func (ix *Index) hit(ord uint32, msg int32, score float64) Hit {
@@ -150,12 +166,17 @@ func uniqueTerms(query string) []string {
 	seen := map[string]bool{}
 	var out []string
 	tokenize(query, func(t string) {
-		if !seen[t] {
+		if !seen[t] && len(out) < maxQueryTerms {
 			seen[t] = true
 			out = append(out, t)
 		}
 	})
 	return out
+}
+
+// containsFold reports whether text contains the lower-case phrase, ignoring case.
+func containsFold(text, phrase string) bool {
+	return strings.Contains(strings.ToLower(text), phrase)
 }
 
 func clampLimit(limit int) int {
