@@ -23,7 +23,8 @@ type Config struct {
 	// LLMSummary asks the model for pass 3; false always writes the
 	// deterministic summary.
 	LLMSummary bool
-	// SummaryTimeout bounds the wait for the gateway's answer.
+	// SummaryTimeout bounds the wait for the gateway's answer (its retries
+	// included); past it the deterministic summary is used.
 	SummaryTimeout time.Duration
 	// Concurrency caps the requests one process handles at once.
 	Concurrency int
@@ -56,9 +57,6 @@ func ConfigFrom(c config.Config) Config {
 		cfg.TargetRatio = cc.TargetRatio
 	}
 	cfg.ContextWindows = c.ContextWindows
-	if c.Retry.CallTimeout > 0 {
-		cfg.SummaryTimeout = c.Retry.CallTimeout
-	}
 	return cfg
 }
 

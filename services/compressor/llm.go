@@ -94,7 +94,11 @@ func (s *Service) summarizeWithModel(ctx context.Context, req *heraldpb.Compress
 	}
 	window := s.comp.window(req)
 	budget := int(float64(window) * promptWindowShare * 4)
-	outTokens := int32(min(max(float64(estimateTokens(middle))*s.cfg.TargetRatio, minSummaryTokens), maxSummaryTokens))
+	ratio := s.cfg.TargetRatio
+	if req.TargetRatio > 0 && req.TargetRatio < 1 {
+		ratio = req.TargetRatio
+	}
+	outTokens := int32(min(max(float64(estimateTokens(middle))*ratio, minSummaryTokens), maxSummaryTokens))
 	id := SummaryRequestID(req.RequestId)
 	reply := bus.LLMResponse(bus.OwnerCompressor, req.SessionId)
 	llm := &heraldpb.LLMRequest{
