@@ -39,6 +39,7 @@ func (r *callRun) serve(ctx context.Context) *heraldpb.LLMResponse {
 	for i, idx := range chain {
 		ep := s.endpoints[idx]
 		if i > 0 {
+			s.counters.fallbacks.Add(1)
 			r.progress.fallback(lastEp, ep, last)
 		}
 		ans, ae := r.onEndpoint(ctx, ep, i < len(chain)-1)
@@ -70,6 +71,7 @@ func (r *callRun) onEndpoint(ctx context.Context, ep endpoint, hasNext bool) (mo
 			return modelAnswer{}, ae
 		}
 		wait := retryDelay(r.s.cfg.Retry, try, ae)
+		r.s.counters.retries.Add(1)
 		r.progress.retry(ep, try, ae, wait)
 		if !sleep(ctx, wait) {
 			return modelAnswer{}, r.stopped(ctx, ae)
@@ -86,6 +88,7 @@ func (r *callRun) attempt(ctx context.Context, ep endpoint) (modelAnswer, *attem
 		return modelAnswer{}, ae
 	}
 	r.attempts++
+	r.s.counters.attempts.Add(1)
 	actx, cancel := context.WithTimeout(ctx, r.s.cfg.Retry.CallTimeout)
 	defer cancel()
 	t0 := time.Now()

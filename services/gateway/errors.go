@@ -93,11 +93,8 @@ func newAttemptError(class ErrorClass, detail string, cause error) *attemptError
 	return &attemptError{class: class, policy: PolicyOf(class), detail: detail, cause: cause}
 }
 
-// errInterrupted and errBudget are context causes and sentinel failures.
-var (
-	errInterrupted = errors.New("interrupted by the user")
-	errShutdown    = errors.New("gateway shutting down")
-)
+// errInterrupted is the cause of a call's context cancelled by an interrupt.
+var errInterrupted = errors.New("interrupted by the user")
 
 // secretPattern finds things that look like API keys in provider messages.
 var secretPattern = regexp.MustCompile(`(sk-|sk_|key-|AIza)[A-Za-z0-9_\-]{8,}`)

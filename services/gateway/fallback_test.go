@@ -43,6 +43,7 @@ func TestNonRetryableErrorFallsBackAtOnce(t *testing.T) {
 	require.Equal(t, "m2", usage[1].GetModel())
 
 	require.Eventually(t, func() bool { return len(ev.ofType(proto.EventFallback)) == 1 }, 5*time.Second, 5*time.Millisecond)
+	require.Equal(t, int64(1), r.svc.Stats().Fallbacks)
 	fb := ev.ofType(proto.EventFallback)[0]
 	require.Equal(t, "backup", fb.Provider)
 	require.Contains(t, fb.Message, "switching to fallback")

@@ -110,12 +110,15 @@ func TestMalformedRequestIsDeadLetteredAndTheNextIsAnswered(t *testing.T) {
 	require.NoError(t, bus.Publish(ctx, r.bus.JS, bus.LLMRequest("s3"), "bad-1", []byte{0xff, 0x01, 0x02, 0x03}))
 	empty := &heraldpb.LLMRequest{RequestId: "s3:no-messages", SessionId: "s3", ReplySubject: bus.LLMResponse(bus.OwnerLoop, "s3")}
 	r.publish(empty)
+	nowhere := r.request("s3", "where does this go?")
+	nowhere.ReplySubject = "somewhere.else"
+	r.publish(nowhere)
 
 	resp := r.call(r.request("s3", "hello"))
 	require.Equal(t, "still here", resp.GetMessage().GetContent())
 
 	require.Eventually(t, func() bool {
-		return len(heraldtest.DeadLetters(t, r.bus.JS, bus.StreamLLMRequests)) == 2
+		return len(heraldtest.DeadLetters(t, r.bus.JS, bus.StreamLLMRequests)) == 3
 	}, 5*time.Second, 10*time.Millisecond)
 	reasons := ""
 	for _, dl := range heraldtest.DeadLetters(t, r.bus.JS, bus.StreamLLMRequests) {
@@ -123,7 +126,8 @@ func TestMalformedRequestIsDeadLetteredAndTheNextIsAnswered(t *testing.T) {
 	}
 	require.Contains(t, reasons, "malformed")
 	require.Contains(t, reasons, "has no messages")
-	require.Equal(t, 1, r.model.Calls(), "neither bad request reached the model")
+	require.Contains(t, reasons, `reply_subject "somewhere.else"`)
+	require.Equal(t, 1, r.model.Calls(), "no bad request reached the model")
 }
 
 func TestRedeliveredRequestIsNotSentToTheModelTwice(t *testing.T) {

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/heraldrun/herald/pkg/bus"
+	"github.com/heraldrun/herald/proto"
 	"github.com/heraldrun/herald/proto/heraldpb"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -39,7 +41,9 @@ func (s *Service) handle(ctx context.Context, msg jetstream.Msg) error {
 		run.awaitUsage(ctx)
 		return fmt.Errorf("request %s abandoned: %w", req.GetRequestId(), context.Cause(ctx))
 	}
+	s.counters.calls.Add(1)
 	if resp.GetError() != "" {
+		s.counters.failed.Add(1)
 		s.logFailure(req, resp)
 	}
 	return run.record(ctx, resp)
@@ -58,14 +62,18 @@ func (s *Service) logFailure(req *heraldpb.LLMRequest, resp *heraldpb.LLMRespons
 		Str("error", resp.GetError()).Msg("LLM call failed")
 }
 
+// responsePrefix is where every reply subject must lie (the LLM_RESPONSES
+// stream), so an answer can always be stored.
+var responsePrefix = strings.TrimSuffix(bus.LLMResponseFilter(""), ".>")
+
 func validateRequest(req *heraldpb.LLMRequest) error {
 	switch {
 	case req.GetRequestId() == "":
 		return errors.New("LLM request without request_id")
-	case req.GetSessionId() == "":
-		return fmt.Errorf("LLM request %s without session_id", req.GetRequestId())
-	case req.GetReplySubject() == "":
-		return fmt.Errorf("LLM request %s without reply_subject", req.GetRequestId())
+	case !proto.IsToken(req.GetSessionId()):
+		return fmt.Errorf("LLM request %s: session_id %q is not a valid subject token", req.GetRequestId(), req.GetSessionId())
+	case !strings.HasPrefix(req.GetReplySubject(), responsePrefix) || strings.ContainsAny(req.GetReplySubject(), "*> \t"):
+		return fmt.Errorf("LLM request %s: reply_subject %q is not a subject under %s", req.GetRequestId(), req.GetReplySubject(), responsePrefix)
 	case len(req.GetMessages()) == 0:
 		return fmt.Errorf("LLM request %s has no messages", req.GetRequestId())
 	}

@@ -34,6 +34,7 @@ func TestTransientErrorsAreRetriedAndEachAttemptIsBilled(t *testing.T) {
 	require.Equal(t, resp.GetUsage().GetInputTokens(), usage[2].GetUsage().GetInputTokens())
 
 	require.Eventually(t, func() bool { return len(ev.ofType(proto.EventRetry)) == 2 }, 5*time.Second, 5*time.Millisecond)
+	require.Equal(t, Stats{Calls: 1, Attempts: 3, Retries: 2}, r.svc.Stats())
 	retry := ev.ofType(proto.EventRetry)[0]
 	require.Equal(t, 1, retry.Attempt)
 	require.Equal(t, string(ClassServerError), retry.Status)
@@ -51,6 +52,7 @@ func TestRetriesStopAtAPIMaxRetries(t *testing.T) {
 	require.Contains(t, resp.GetError(), "the server had an error")
 	require.Contains(t, resp.GetError(), "after 4 attempts")
 	require.Len(t, r.usageEvents(), 4)
+	require.Equal(t, Stats{Calls: 1, Failed: 1, Attempts: 4, Retries: 3}, r.svc.Stats())
 }
 
 func TestRateLimitWaitsForRetryAfter(t *testing.T) {

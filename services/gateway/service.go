@@ -31,6 +31,7 @@ type Service struct {
 	inflight  *inflight
 	health    *health
 	spend     *tenantSpend
+	counters  counters
 
 	mu       sync.Mutex
 	worker   *bus.Worker
