@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 	"unicode"
 
 	"github.com/heraldrun/herald/proto/heraldpb"
@@ -75,6 +76,9 @@ type Index struct {
 	TermSum  int64
 	// LastSeq is the SESSIONS stream sequence of the last entry applied.
 	LastSeq uint64
+	// StreamCreated identifies the stream the sequences belong to: a saved
+	// index of a since recreated stream is discarded.
+	StreamCreated time.Time
 }
 
 // NewIndex returns an empty index.
@@ -251,6 +255,18 @@ func (ix *Index) replace(other *Index) {
 	defer ix.mu.Unlock()
 	ix.Sessions, ix.ByID, ix.Postings = other.Sessions, other.ByID, other.Postings
 	ix.Docs, ix.TermSum, ix.LastSeq = other.Docs, other.TermSum, other.LastSeq
+	ix.StreamCreated = other.StreamCreated
+}
+
+// belongsTo reports whether the index was built from the stream created at
+// created (true for a fresh index), and claims it for that stream.
+func (ix *Index) belongsTo(created time.Time, lastSeq uint64) bool {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	fresh := ix.LastSeq == 0 && len(ix.Sessions) == 0
+	ok := fresh || (ix.StreamCreated.Equal(created) && ix.LastSeq <= lastSeq)
+	ix.StreamCreated = created
+	return ok
 }
 
 func (ix *Index) lastSeq() uint64 {

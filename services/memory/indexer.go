@@ -45,9 +45,11 @@ func startIndexer(ctx context.Context, js jetstream.JetStream, ix *Index, cfg Co
 	if err != nil {
 		return nil, fmt.Errorf("memory: stream %s: %w", bus.StreamSessions, err)
 	}
-	if info.State.LastSeq < ix.lastSeq() {
-		log.Warn().Str("stream", bus.StreamSessions).Msg("saved session index is ahead of the stream (stream recreated?); rebuilding")
-		ix.replace(NewIndex())
+	if !ix.belongsTo(info.Created, info.State.LastSeq) {
+		log.Warn().Str("stream", bus.StreamSessions).Msg("saved session index belongs to another SESSIONS stream; rebuilding")
+		fresh := NewIndex()
+		fresh.StreamCreated = info.Created
+		ix.replace(fresh)
 	}
 	occ := jetstream.OrderedConsumerConfig{FilterSubjects: []string{transcriptFilter}}
 	if seq := ix.lastSeq(); seq > 0 {

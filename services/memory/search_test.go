@@ -176,3 +176,20 @@ func TestRecallIsFencedAsBackground(t *testing.T) {
 	require.NoError(t, err)
 	require.JSONEq(t, `{"context":""}`, string(m.Data), "no external provider: nothing to add")
 }
+
+func TestSavedIndexOfARecreatedStreamIsDiscarded(t *testing.T) {
+	b := heraldtest.StartBus(t)
+	cfg := testConfig(t)
+	first := startService(t, b, cfg, "mem-1")
+	transcript(t, b, "gone", conversation("the retired mainframe")...)
+	require.Eventually(t, func() bool { return len(first.index.Search("mainframe", 3, "")) == 1 }, wait, 10*time.Millisecond)
+	require.NoError(t, first.Shutdown(context.Background()))
+
+	ctx := context.Background()
+	require.NoError(t, b.JS.DeleteStream(ctx, bus.StreamSessions))
+	require.NoError(t, bus.Ensure(ctx, b.JS, 1))
+	transcript(t, b, "fresh", conversation("the new cluster")...)
+	second := startService(t, b, cfg, "mem-2")
+	require.Eventually(t, func() bool { return len(second.index.Search("cluster", 3, "")) == 1 }, wait, 10*time.Millisecond)
+	require.Empty(t, second.index.Search("mainframe", 3, ""), "sessions of the old stream are not invented")
+}
