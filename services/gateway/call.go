@@ -16,6 +16,7 @@ type callRun struct {
 	req      *heraldpb.LLMRequest
 	tenant   string
 	started  time.Time
+	delivery uint64
 	attempts int
 	usage    *heraldpb.Usage
 	costNano uint64
@@ -24,8 +25,8 @@ type callRun struct {
 	billed []pendingUsage
 }
 
-func (s *Service) newRun(req *heraldpb.LLMRequest) *callRun {
-	return &callRun{s: s, req: req, tenant: tenantOf(req, s.cfg.Tenant), started: time.Now(),
+func (s *Service) newRun(req *heraldpb.LLMRequest, delivery uint64) *callRun {
+	return &callRun{s: s, req: req, tenant: tenantOf(req, s.cfg.Tenant), started: time.Now(), delivery: delivery,
 		usage: &heraldpb.Usage{}, progress: &progress{s: s, req: req}}
 }
 
@@ -107,6 +108,7 @@ func (r *callRun) attempt(ctx context.Context, ep endpoint) (modelAnswer, *attem
 		return modelAnswer{}, ae
 	}
 	ans.message.Content = ScrubMemoryContext(ans.message.GetContent())
+	ans.message.Reasoning = ScrubMemoryContext(ans.message.GetReasoning())
 	r.bill(ctx, ep, ans.usage, latency, nil)
 	return ans, nil
 }

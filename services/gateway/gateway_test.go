@@ -165,7 +165,9 @@ func TestRedeliveredRequestIsNotSentToTheModelTwice(t *testing.T) {
 	}, 5*time.Second, 5*time.Millisecond, "both redelivered requests are acknowledged")
 	require.Equal(t, 1, r.model.Calls(), "only the unanswered request reached the model")
 	require.Equal(t, "from before the crash", r.awaitResponse(answered, time.Second).GetMessage().GetContent())
-	require.Len(t, r.usageEvents(), 1, "billed once")
+	usage := r.usageEvents()
+	require.Len(t, usage, 1, "billed once")
+	require.Equal(t, unanswered.GetRequestId()+":d2:1", usage[0].GetEventId(), "a retried run is billed apart from the first")
 }
 
 func TestUnknownModelPriceCostsNothingAndSaysSo(t *testing.T) {

@@ -28,14 +28,15 @@ func (s *Service) handle(ctx context.Context, msg jetstream.Msg) error {
 	if err := validateRequest(req); err != nil {
 		return bus.Permanent(err)
 	}
-	if redelivered(msg) {
+	delivery := deliveryOf(msg)
+	if delivery > 1 {
 		if done, err := s.alreadyAnswered(ctx, req); err != nil || done {
 			return err
 		}
 	}
 	callCtx, release := s.inflight.track(ctx, req.GetSessionId())
 	defer release()
-	run := s.newRun(req)
+	run := s.newRun(req, delivery)
 	resp := run.serve(callCtx)
 	if ctx.Err() != nil && resp.GetErrorClass() != string(ClassInterrupted) {
 		run.awaitUsage(ctx)
@@ -80,12 +81,16 @@ func validateRequest(req *heraldpb.LLMRequest) error {
 	return nil
 }
 
-// redelivered reports whether msg was handed out before: only then can its
-// answer already exist (a gateway published it and died before the ack). A
-// first delivery skips the lookup, the largest cost the gateway adds to a call.
-func redelivered(msg jetstream.Msg) bool {
+// deliveryOf is how many times msg was handed out. Only a redelivered
+// request can already have its answer stored (a gateway published it and
+// died before the ack), so a first delivery skips that lookup, the largest
+// cost the gateway would otherwise add to a call.
+func deliveryOf(msg jetstream.Msg) uint64 {
 	meta, err := msg.Metadata()
-	return err != nil || meta.NumDelivered > 1
+	if err != nil {
+		return 2 // unknown: assume the worst and look
+	}
+	return meta.NumDelivered
 }
 
 // alreadyAnswered reports whether this request's response is already stored:

@@ -42,7 +42,8 @@ func TestMemoryContextIsScrubbedAtEverySplitPoint(t *testing.T) {
 
 func TestStreamedDeltasNeverShowMemoryContext(t *testing.T) {
 	answer := "Sure. <memory-context>user prefers tabs; lives in Oslo</memory-context>Here is the plan."
-	r := newRig(t, scripted.Conversation(scripted.Reply{Content: answer, ChunkChars: 3}))
+	r := newRig(t, scripted.Conversation(scripted.Reply{Content: answer, ChunkChars: 3,
+		Reasoning: "<memory-context>lives in Oslo</memory-context>Plan first."}))
 	ev := r.watch("m1")
 	req := r.request("m1", "plan")
 	req.Stream = true
@@ -50,6 +51,7 @@ func TestStreamedDeltasNeverShowMemoryContext(t *testing.T) {
 
 	want := "Sure. Here is the plan."
 	require.Equal(t, want, resp.GetMessage().GetContent())
+	require.Equal(t, "Plan first.", resp.GetMessage().GetReasoning())
 	require.Eventually(t, func() bool { return ev.text() == want }, 5*time.Second, 5*time.Millisecond)
 	for _, d := range ev.ofType("delta") {
 		require.NotContains(t, d.Delta, "Oslo")

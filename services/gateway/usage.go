@@ -29,7 +29,7 @@ func (r *callRun) bill(ctx context.Context, ep endpoint, u *heraldpb.Usage, late
 	addUsage(r.usage, u)
 	r.costNano += cost
 	ev := &heraldpb.UsageEvent{
-		EventId:         fmt.Sprintf("%s:%d", r.req.GetRequestId(), r.attempts),
+		EventId:         r.eventID(),
 		TsUnixMs:        time.Now().UnixMilli(),
 		Tenant:          r.tenant,
 		SessionId:       r.req.GetSessionId(),
@@ -115,6 +115,16 @@ func (r *callRun) record(ctx context.Context, resp *heraldpb.LLMResponse) error 
 		return fmt.Errorf("publish response to %s: %w", r.req.GetRequestId(), err)
 	}
 	return nil
+}
+
+// eventID is <request_id>:<attempt>. Attempts made after a redelivery are
+// new provider requests (and new costs), so they carry the delivery too:
+// <request_id>:d<delivery>:<attempt>, never mistaken for the first run's.
+func (r *callRun) eventID() string {
+	if r.delivery > 1 {
+		return fmt.Sprintf("%s:d%d:%d", r.req.GetRequestId(), r.delivery, r.attempts)
+	}
+	return fmt.Sprintf("%s:%d", r.req.GetRequestId(), r.attempts)
 }
 
 func purposeOf(req *heraldpb.LLMRequest) string {
