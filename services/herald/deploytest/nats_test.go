@@ -300,3 +300,46 @@ func filterOut(lines []string, s string) []string {
 	}
 	return out
 }
+
+// TestEachUserIsRefusedWhatBelongsToOthers: with any one service's
+// credentials, the work of the others cannot be forged or stolen.
+func TestEachUserIsRefusedWhatBelongsToOthers(t *testing.T) {
+	s := startSecured(t)
+	refused := map[string][]string{
+		// publishing usage is the gateway's alone; accounting only reads it
+		"loop":       {"herald.usage.acme", "herald.toolevents.acme", "$JS.API.STREAM.PURGE.SESSIONS"},
+		"accounting": {"herald.usage.acme", "herald.tasks", "$KV.herald_sessions.s1", "$JS.API.STREAM.PURGE.USAGE"},
+		// the gateway answers model calls; it does not start sessions or touch their state
+		"gateway": {"herald.tasks", "$KV.herald_sessions.s1", "herald.tool.result.s1.c1", "$JS.API.DIRECT.GET.KV_herald_sessions.$KV.herald_sessions.s1"},
+		// the compressor reads its own model answers, never the loop's consumer
+		"compressor": {"$JS.API.CONSUMER.MSG.NEXT.LLM_RESPONSES.loop-llm",
+			"$JS.API.CONSUMER.CREATE.LLM_RESPONSES.loop-llm.herald.llm.response.compressor.s1",
+			"$JS.API.CONSUMER.DELETE.LLM_RESPONSES.loop-llm", "herald.usage.acme", "herald.session.s1.log"},
+		// memory indexes transcripts through its consumer; it does not read results or state
+		"memory": {"herald.usage.acme", "$JS.API.STREAM.MSG.GET.SESSIONS", "$KV.herald_sessions.s1", "herald.llm.request.s1"},
+		// a client submits tasks; it cannot forge results, usage or model calls
+		"client": {"herald.usage.acme", "herald.tool.result.s1.c1", "herald.session.s1.log", "herald.session.s1.result",
+			"herald.llm.request.s1", "herald.tool.call.default.s1", "$KV.herald_sessions.s1", "$JS.API.STREAM.DELETE.TASKS"},
+	}
+	for user, subjects := range refused {
+		c := s.connect(t, user)
+		for _, subj := range subjects {
+			require.NoError(t, c.nc.Publish(subj, []byte("{}")))
+			c.requireDenied("publish", subj)
+		}
+	}
+	subscribeRefused := map[string][]string{
+		"gateway":    {"herald.session.*.input", "herald.session.*.log", "$KV.herald_sessions.>"},
+		"compressor": {"herald.session.*.events", "herald.llm.response.>"},
+		"accounting": {"herald.usage.>", "herald.session.*.events"},
+		"client":     {"herald.session.*.log", "herald.llm.response.>", "$KV.>", "herald.memory.snapshot"},
+	}
+	for user, subjects := range subscribeRefused {
+		c := s.connect(t, user)
+		for _, subj := range subjects {
+			_, err := c.nc.SubscribeSync(subj)
+			require.NoError(t, err)
+			c.requireDenied("subscription", subj)
+		}
+	}
+}

@@ -1,0 +1,186 @@
+package deploytest
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/heraldrun/herald/pkg/bus"
+	"github.com/heraldrun/herald/pkg/config"
+	"github.com/heraldrun/herald/pkg/scripted"
+	"github.com/heraldrun/herald/pkg/service"
+	"github.com/heraldrun/herald/proto"
+	"github.com/heraldrun/herald/proto/heraldpb"
+	"github.com/heraldrun/herald/services/accounting"
+	"github.com/heraldrun/herald/services/herald/internal/app"
+	"github.com/heraldrun/herald/services/loop"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+	"github.com/stretchr/testify/require"
+	gproto "google.golang.org/protobuf/proto"
+)
+
+const (
+	taskPrompt = "read my notes and remember what I like"
+	summary    = "## Goal\nKeep going.\n## Constraints\nNone.\n## Completed actions\nRead files.\n" +
+		"## Current state\nHalf done.\n## Open questions\nNone.\n## Relevant files\nnotes.txt\n## Remaining work\nFinish."
+)
+
+// model answers the task with a file read, a memory write and a text; any
+// other conversation (the compressor's summary call) gets a summary.
+func model(r *scripted.Request) scripted.Reply {
+	if r.FirstUser() != taskPrompt {
+		return scripted.Text(summary)
+	}
+	switch r.AssistantCount() {
+	case 0:
+		return scripted.Tool("read_file", `{"path":"notes.txt"}`)
+	case 1:
+		return scripted.Tool("memory", `{"action":"add","target":"user","content":"likes green tea"}`)
+	}
+	return scripted.Text("You like green tea.")
+}
+
+// TestEveryServiceRunsUnderItsOwnUser is the strongest proof of the config:
+// each service runs as its own process composition (app.Start, as `herald
+// serve <svc>` does) connected with its own user, a client user submits a
+// task that reads a file and writes memory, the compressor answers a
+// request through the gateway, accounting stores the usage in ClickHouse —
+// and the server refused nothing any of them did.
+func TestEveryServiceRunsUnderItsOwnUser(t *testing.T) {
+	s := startSecured(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	dsn, stopCH, err := accounting.EnsureTestClickHouse(ctx, t.TempDir())
+	require.NoError(t, err)
+	t.Cleanup(stopCH)
+	srv, err := scripted.Start(model)
+	require.NoError(t, err)
+	t.Cleanup(srv.Close)
+
+	admin := s.connect(t, "admin")
+	require.NoError(t, bus.Ensure(ctx, admin.js, 1), "set-up: the admin declares streams first")
+
+	dir := t.TempDir()
+	cfg := config.Default()
+	cfg.DataDir = dir
+	cfg.Workspace = filepath.Join(dir, "workspace")
+	cfg.ClickHouseDSN = dsn
+	cfg.Primary = config.Provider{Provider: "openai", Model: "test-model", BaseURL: srv.URL}
+	cfg.Pricing = map[string]config.Price{"test-model": {Input: 1, Output: 2}}
+	cfg.Retry = config.Retry{BaseDelay: time.Millisecond, MaxDelay: 5 * time.Millisecond,
+		RateBaseDelay: time.Millisecond, RateMaxDelay: 5 * time.Millisecond, CallTimeout: 30 * time.Second}
+	require.NoError(t, os.MkdirAll(cfg.Workspace, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(cfg.Workspace, "notes.txt"), []byte("I drink green tea every day.\n"), 0o644))
+
+	for _, name := range service.Names {
+		c := cfg
+		c.NATSURL = s.url(name)
+		sctx, scancel := context.WithTimeout(ctx, 15*time.Second)
+		a, err := app.Start(sctx, app.Options{Config: c, Services: []string{name}, Instance: name,
+			Log: zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel), ConnectTimeout: 5 * time.Second})
+		scancel()
+		require.NoError(t, err, "service %s starts under user %s; server refused: %v", name, name, s.violations())
+		t.Cleanup(func() {
+			sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			a.Shutdown(sctx)
+		})
+	}
+
+	// A client submits the task and follows its events and result.
+	client := s.connect(t, "client")
+	task := proto.Task{Prompt: taskPrompt, SessionID: "s-deploy", TaskID: "t-deploy"}
+	events := make(chan *nats.Msg, 256)
+	_, err = client.nc.ChanSubscribe(bus.SessionEvents(task.SessionID), events)
+	require.NoError(t, err)
+	require.NoError(t, bus.PublishJSON(ctx, client.js, bus.TasksSubject, "task:"+task.TaskID, task))
+	var res proto.Result
+	require.Eventually(t, func() bool {
+		rctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		raw, err := bus.LastOnSubject(rctx, client.js, bus.StreamSessions, bus.SessionResult(task.SessionID))
+		return err == nil && json.Unmarshal(raw.Data, &res) == nil
+	}, 30*time.Second, 20*time.Millisecond, "no result; server refused: %v", s.violations())
+	require.Equal(t, proto.ExitTextResponse, res.ExitReason)
+	require.Equal(t, "You like green tea.", res.FinalResponse)
+	require.NotEmpty(t, events, "the client received the session's events")
+
+	// The tools really ran under their users: the file was read, memory written.
+	_, entries, err := loop.SessionTranscript(ctx, admin.js, task.SessionID)
+	require.NoError(t, err)
+	var tools []string
+	for _, e := range entries {
+		if e.GetMessage().GetRole() == "tool" {
+			tools = append(tools, e.GetMessage().GetContent())
+		}
+	}
+	require.Len(t, tools, 2)
+	require.Contains(t, tools[0], "green tea every day")
+	require.Contains(t, tools[1], `"success":true`)
+
+	// The compressor, asked as the loop would ask it, summarises through the gateway.
+	history := []*heraldpb.ChatMessage{{Role: "system", Content: "You are Herald."}, {Role: "user", Content: "Keep going."}}
+	for range 30 {
+		history = append(history, &heraldpb.ChatMessage{Role: "assistant", Content: strings.Repeat("work ", 600)},
+			&heraldpb.ChatMessage{Role: "user", Content: "continue"})
+	}
+	lp := s.connect(t, "loop")
+	creq := &heraldpb.CompressRequest{RequestId: "s-compress:1:compress", SessionId: "s-compress", Tenant: "default",
+		Model: "test-model", Messages: history, ContextWindow: 60_000, Reason: "overflow"}
+	require.NoError(t, bus.PublishProto(ctx, lp.js, bus.CompressRequest("s-compress"), creq.RequestId, creq))
+	var cres heraldpb.CompressResult
+	require.Eventually(t, func() bool {
+		rctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		raw, err := bus.LastOnSubject(rctx, admin.js, bus.StreamCompressResults, bus.CompressResult("s-compress"))
+		return err == nil && gproto.Unmarshal(raw.Data, &cres) == nil
+	}, 30*time.Second, 20*time.Millisecond, "no compression result; server refused: %v", s.violations())
+	require.Less(t, cres.GetTokensAfter(), cres.GetTokensBefore())
+	require.Contains(t, joinContents(cres.GetMessages()), "Half done.", "the model's summary came back through the gateway")
+
+	// Accounting stored the session's cost in ClickHouse.
+	require.Eventually(t, func() bool {
+		rep, err := accounting.QueryCost(ctx, dsn, accounting.CostQuery{Session: task.SessionID})
+		return err == nil && rep.Total.Calls >= 3
+	}, 30*time.Second, 50*time.Millisecond, "no usage in ClickHouse; server refused: %v", s.violations())
+
+	// Work queues drained: every consumer acked under its own user.
+	for _, name := range []string{bus.StreamTasks, bus.StreamLLMRequests, bus.StreamToolCalls, bus.StreamCompress, bus.StreamUsage, bus.StreamToolEvents} {
+		require.Eventually(t, func() bool {
+			st, err := admin.js.Stream(ctx, name)
+			if err != nil {
+				return false
+			}
+			info, err := st.Info(ctx)
+			return err == nil && info.State.Msgs == 0
+		}, 20*time.Second, 20*time.Millisecond, "work queue %s not drained", name)
+	}
+	requireNoDeadLetters(t, admin.js)
+	require.Empty(t, s.violations(), "no service needed a subject the config does not grant it")
+}
+
+func joinContents(msgs []*heraldpb.ChatMessage) string {
+	var b strings.Builder
+	for _, m := range msgs {
+		b.WriteString(m.GetContent())
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+func requireNoDeadLetters(t *testing.T, js jetstream.JetStream) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	st, err := js.Stream(ctx, bus.StreamDLQ)
+	require.NoError(t, err)
+	info, err := st.Info(ctx)
+	require.NoError(t, err)
+	require.Zero(t, info.State.Msgs, "nothing was dead-lettered")
+}
