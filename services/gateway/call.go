@@ -95,22 +95,23 @@ func (r *callRun) attempt(ctx context.Context, ep endpoint) (modelAnswer, *attem
 	t0 := time.Now()
 	ans, err := r.ask(actx, ep)
 	latency := time.Since(t0)
-	var ae *attemptError
-	switch {
-	case ctx.Err() != nil:
-		ae = r.stopped(ctx, classify(err))
-	case err != nil:
-		ae = classify(err)
+	if err == nil && ctx.Err() == nil {
+		ans.message.Content = ScrubMemoryContext(ans.message.GetContent())
+		ans.message.Reasoning = ScrubMemoryContext(ans.message.GetReasoning())
+		r.bill(ctx, ep, ans.usage, latency, nil)
+		return ans, nil
 	}
-	if ae != nil {
-		ae.detail = redact(ae.detail, ep.apiKey)
-		r.bill(ctx, ep, nil, latency, ae)
-		return modelAnswer{}, ae
+	var spent *heraldpb.Usage
+	if err == nil {
+		spent = ans.usage // finished as it was stopped: its tokens were still used
 	}
-	ans.message.Content = ScrubMemoryContext(ans.message.GetContent())
-	ans.message.Reasoning = ScrubMemoryContext(ans.message.GetReasoning())
-	r.bill(ctx, ep, ans.usage, latency, nil)
-	return ans, nil
+	ae := classify(err)
+	if ctx.Err() != nil {
+		ae = r.stopped(ctx, ae)
+	}
+	ae.detail = redact(ae.detail, ep.apiKey)
+	r.bill(ctx, ep, spent, latency, ae)
+	return modelAnswer{}, ae
 }
 
 func (r *callRun) ask(ctx context.Context, ep endpoint) (modelAnswer, error) {
