@@ -116,14 +116,19 @@ func (ix *Index) Add(e *heraldpb.TranscriptEntry, seq uint64) {
 	docNo := uint32(len(ix.Docs))
 	terms := int32(0)
 	for t, n := range counts {
-		ix.Postings[t] = append(ix.Postings[t], Posting{Doc: docNo, TF: uint16(min(n, math.MaxUint16))})
+		posts, known := ix.Postings[t]
+		if !known {
+			// t may be a slice of the message; a copy keeps the message collectable.
+			t = strings.Clone(t)
+		}
+		ix.Postings[t] = append(posts, Posting{Doc: docNo, TF: uint16(min(n, math.MaxUint16))})
 		terms += int32(n)
 	}
 	limit := maxStoredChars
 	if m.Role == "tool" {
 		limit = maxStoredTool
 	}
-	doc.Msgs[e.Index] = StoredMessage{Present: true, Role: m.Role, Text: truncate(text, limit)}
+	doc.Msgs[e.Index] = StoredMessage{Present: true, Role: m.Role, Text: strings.Clone(truncate(text, limit))}
 	ix.Docs = append(ix.Docs, DocRef{Session: ord, Msg: e.Index, Terms: terms})
 	ix.TermSum += int64(terms)
 }
