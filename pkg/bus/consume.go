@@ -12,6 +12,10 @@ import (
 	"github.com/rs/zerolog"
 )
 
+// DefaultAckWait is how long a message a process took may go unanswered
+// before another process gets it.
+const DefaultAckWait = 5 * time.Second
+
 // Handler processes one message. Returning nil acks it; an error marked
 // Permanent dead-letters it; any other error redelivers it after a delay,
 // until MaxDeliver is reached, when it is dead-lettered with that error.
@@ -40,7 +44,9 @@ func (s *ConsumerSpec) defaults() {
 		s.MaxDeliver = 5
 	}
 	if s.AckWait <= 0 {
-		s.AckWait = 30 * time.Second
+		// Short, so a crashed process's messages are redelivered within
+		// seconds; long handlers are kept alive by keepAlive.
+		s.AckWait = DefaultAckWait
 	}
 	if len(s.RetryDelays) == 0 {
 		s.RetryDelays = []time.Duration{100 * time.Millisecond, 500 * time.Millisecond, 2 * time.Second, 5 * time.Second}
