@@ -24,8 +24,10 @@ func newChatClient(ep endpoint, hc *http.Client) *chatClient {
 
 // sdkOptions configure openai-go for one endpoint: the gateway does its own
 // retries, and every non-2xx answer is captured for classification.
+// openai-go adds OPENAI_ORG_ID / OPENAI_PROJECT_ID from the environment to
+// every request; they identify an OpenAI account and are not sent elsewhere.
 func sdkOptions(ep endpoint, hc *http.Client) []option.RequestOption {
-	return []option.RequestOption{
+	opts := []option.RequestOption{
 		option.WithBaseURL(ep.baseURL + "/"),
 		option.WithAPIKey(ep.keyOrPlaceholder()),
 		option.WithHTTPClient(hc),
@@ -34,6 +36,10 @@ func sdkOptions(ep endpoint, hc *http.Client) []option.RequestOption {
 			return captureStatus(next(req))
 		}),
 	}
+	if !ep.isOpenAI() {
+		opts = append(opts, option.WithHeaderDel("OpenAI-Organization"), option.WithHeaderDel("OpenAI-Project"))
+	}
+	return opts
 }
 
 func (c *chatClient) complete(ctx context.Context, call modelCall) (modelAnswer, error) {
@@ -114,6 +120,4 @@ func (c *chatClient) params(call modelCall) openai.ChatCompletionNewParams {
 
 // sendsReasoning: OpenAI's own API rejects reasoning_content on input
 // messages; OpenAI-compatible servers with thinking models want it back.
-func (c *chatClient) sendsReasoning() bool {
-	return c.ep.provider != "openai" && !strings.Contains(c.ep.baseURL, "api.openai.com")
-}
+func (c *chatClient) sendsReasoning() bool { return !c.ep.isOpenAI() }

@@ -118,3 +118,8 @@ func providerFromURL(base string) string {
 func (e endpoint) String() string {
 	return fmt.Sprintf("%s (model %s)", e.provider, e.model)
 }
+
+// isOpenAI reports whether e is OpenAI's own API (not a compatible server).
+func (e endpoint) isOpenAI() bool {
+	return e.provider == "openai" || strings.Contains(e.baseURL, "api.openai.com")
+}

@@ -91,11 +91,15 @@ func TestRemoteProviderWithoutKeyIsAnAuthErrorBeforeAnyRequest(t *testing.T) {
 	require.Zero(t, r.model.Calls())
 }
 
-func TestLocalEndpointNeedsNoKey(t *testing.T) {
+func TestLocalEndpointNeedsNoKeyAndGetsNoOpenAICredentials(t *testing.T) {
+	t.Setenv("OPENAI_API_KEY", "sk-ambient-openai-key-0000")
+	t.Setenv("OPENAI_ORG_ID", "org-ambient")
 	r := newRig(t, scripted.Conversation(scripted.Text("local answer")))
 	resp := r.call(r.request("r6", "hello"))
 	require.Equal(t, "local answer", resp.GetMessage().GetContent())
-	require.NotContains(t, r.model.Requests()[0].Header.Get("Authorization"), "sk-")
+	h := r.model.Requests()[0].Header
+	require.NotContains(t, h.Get("Authorization"), "sk-ambient")
+	require.Empty(t, h.Get("OpenAI-Organization"))
 }
 
 func TestContextOverflowIsReturnedForCompressionWithoutRetry(t *testing.T) {
