@@ -66,6 +66,7 @@ func (s *Service) onModelAnswer(t *txn, resp *heraldpb.LLMResponse) error {
 // calls are never executed.
 func (s *Service) onTruncated(t *txn, m *heraldpb.ChatMessage) error {
 	st := t.st
+	t.state(proto.StateErrorHandling)
 	usable := strings.TrimSpace(m.Content) != ""
 	if !usable && st.PartialContent == "" {
 		return s.finish(t, proto.ExitTruncated, "", "the model's first response was cut off by its output limit before it produced anything usable")
@@ -89,23 +90,25 @@ func (s *Service) onTruncated(t *txn, m *heraldpb.ChatMessage) error {
 // provider, then gives up with an explanation.
 func (s *Service) onEmpty(t *txn, m *heraldpb.ChatMessage) error {
 	st := t.st
+	t.state(proto.StateErrorHandling)
 	hist := t.history()
 	afterTools := len(hist) > 0 && hist[len(hist)-1].Role == "tool"
+	thinking := strings.TrimSpace(m.Reasoning) != ""
 	switch {
 	case afterTools && !st.NudgedAfterTools:
 		st.NudgedAfterTools = true
 		return s.requestModel(t, []scaffoldMsg{{Role: "user", Content: nudgeAfterTools}}, retry)
-	case strings.TrimSpace(m.Reasoning) != "" && st.ThinkingRetries < maxThinkingRetries:
+	case thinking && st.ThinkingRetries < maxThinkingRetries:
 		st.ThinkingRetries++
 		return s.requestModel(t, []scaffoldMsg{{Role: "user", Content: nudgeThinking}}, retry)
-	case st.EmptyRetries < maxEmptyRetries:
+	case !thinking && st.EmptyRetries < maxEmptyRetries:
 		st.EmptyRetries++
 		return s.requestModel(t, []scaffoldMsg{{Role: "user", Content: nudgeEmpty}}, retry)
 	case !st.PreferFallback:
 		st.PreferFallback = true
 		return s.requestModel(t, []scaffoldMsg{{Role: "user", Content: nudgeEmpty}}, retry)
 	}
-	explanation := fmt.Sprintf("The model returned empty responses %d times in a row (including a try on the fallback provider), so the turn was stopped.", st.EmptyRetries+st.ThinkingRetries+1)
+	explanation := fmt.Sprintf("The model returned no usable answer %d times in a row (empty or reasoning only, including a try on the fallback provider), so the turn was stopped.", st.Attempt+1)
 	return s.finish(t, proto.ExitEmptyResponseExhausted, explanation, "")
 }
 
@@ -113,6 +116,7 @@ func (s *Service) onEmpty(t *txn, m *heraldpb.ChatMessage) error {
 func (s *Service) onModelError(t *txn, resp *heraldpb.LLMResponse) error {
 	st := t.st
 	errText := resp.Error
+	t.state(proto.StateErrorHandling)
 	switch resp.ErrorClass {
 	case "interrupted":
 		return s.finish(t, proto.ExitInterrupted, "The user interrupted this turn before it finished.", "")

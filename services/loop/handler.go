@@ -63,7 +63,7 @@ func (s *Service) startTurn(ctx context.Context, t *txn, task proto.Task, publis
 	st.Toolsets = task.Toolsets
 	st.MaxIterations = s.maxIterations(task)
 	st.Turn++
-	st.Step, st.Attempt, st.APICalls, st.CostUSD = 0, 0, 0, 0
+	st.Step, st.Refunds, st.Attempt, st.APICalls, st.CostUSD = 0, 0, 0, 0, 0
 	st.Usage = proto.Usage{}
 	st.resetTurnCounters()
 	st.TurnStartedMs = published.UnixMilli()
@@ -132,15 +132,33 @@ func (s *Service) llmRequest(t *txn, reqID string, scaffold []scaffoldMsg, grace
 		RequestId: reqID, SessionId: st.SessionID, TaskId: st.TaskID, Tenant: st.Tenant,
 		Purpose: purpose, Step: int32(st.Step), Turn: int32(st.Turn), Model: st.Model,
 		Messages: msgs, Stream: true, ReplySubject: bus.LLMResponse(bus.OwnerLoop, st.SessionID),
-		MaxCostUsd: st.MaxCostUSD, SpentUsd: st.SessionCostUSD, ParentSessionId: st.ParentSessionID,
+		MaxCostUsd: st.MaxCostUSD, SpentUsd: st.CostUSD, ParentSessionId: st.ParentSessionID,
 		PreferFallback: st.PreferFallback,
 	}
 	if !grace {
-		for _, spec := range s.toolsFor(st) {
-			req.Tools = append(req.Tools, &heraldpb.ToolSpec{Name: spec.Name, Description: spec.Description, ParametersJson: spec.ParametersJSON()})
-		}
+		req.Tools = s.wireTools(s.toolsFor(st))
 	}
 	return req
+}
+
+// wireTools converts specs to their wire form once per distinct tool list:
+// the list is the same on every step of a session, and re-encoding every
+// schema on every step showed up in profiles.
+func (s *Service) wireTools(specs []toolspec.Spec) []*heraldpb.ToolSpec {
+	var key strings.Builder
+	for _, spec := range specs {
+		key.WriteString(spec.Name)
+		key.WriteByte(',')
+	}
+	if cached, ok := s.toolCache.Load(key.String()); ok {
+		return cached.([]*heraldpb.ToolSpec)
+	}
+	out := make([]*heraldpb.ToolSpec, len(specs))
+	for i, spec := range specs {
+		out[i] = &heraldpb.ToolSpec{Name: spec.Name, Description: spec.Description, ParametersJson: spec.ParametersJSON()}
+	}
+	s.toolCache.Store(key.String(), out)
+	return out
 }
 
 // childBlockedTools are tools a delegated child may not use.
@@ -185,8 +203,8 @@ func (s *Service) handleModelResponse(ctx context.Context, msg jetstream.Msg) er
 	return s.advance(ctx, resp.SessionId, func(t *txn) error {
 		st := t.st
 		if st == nil || st.Pending == nil || st.Pending.Kind != waitLLM || st.Pending.RequestID != resp.RequestId {
-			t.noop = true // stale: the session moved on (interrupt, redelivery)
-			return nil
+			t.noop = true // stale (the session moved on) unless early
+			return classifyResponse(st, resp.RequestId)
 		}
 		st.account(resp)
 		return s.onModelAnswer(t, resp)
@@ -225,12 +243,19 @@ func (s *Service) handleToolResult(ctx context.Context, msg jetstream.Msg) error
 	}
 	return s.advance(ctx, res.SessionId, func(t *txn) error {
 		st := t.st
-		if st == nil || st.Pending == nil || st.Pending.Kind != waitTools {
+		if st == nil {
 			t.noop = true
-			return nil
+			return errEarly
 		}
-		i := st.Pending.callIndex(res.CallId)
-		if i < 0 || st.Pending.Calls[i].Done {
+		i := -1
+		if st.Pending != nil && st.Pending.Kind == waitTools {
+			i = st.Pending.callIndex(res.CallId)
+		}
+		if i < 0 {
+			t.noop = true
+			return classifyResult(st, res.CallId)
+		}
+		if st.Pending.Calls[i].Done {
 			t.noop = true
 			return nil
 		}

@@ -44,12 +44,21 @@ func RepairHistory(msgs []*heraldpb.ChatMessage) []*heraldpb.ChatMessage {
 	return mergeAdjacentUsers(out)
 }
 
-// mergeAdjacentUsers joins consecutive user messages into one.
+// mergeAdjacentUsers joins consecutive user messages into one, and
+// consecutive assistant messages without tool calls likewise.
 func mergeAdjacentUsers(msgs []*heraldpb.ChatMessage) []*heraldpb.ChatMessage {
 	out := make([]*heraldpb.ChatMessage, 0, len(msgs))
 	for _, m := range msgs {
-		if n := len(out); n > 0 && m.Role == "user" && out[n-1].Role == "user" {
+		n := len(out)
+		if n > 0 && m.Role == "user" && out[n-1].Role == "user" {
 			merged := &heraldpb.ChatMessage{Role: "user", Content: out[n-1].Content + "\n\n" + m.Content,
+				Scaffolding: out[n-1].Scaffolding && m.Scaffolding}
+			out[n-1] = merged
+			continue
+		}
+		if n > 0 && m.Role == "assistant" && out[n-1].Role == "assistant" && len(out[n-1].ToolCalls) == 0 {
+			merged := &heraldpb.ChatMessage{Role: "assistant", Content: joinText(out[n-1].Content, m.Content),
+				Reasoning: joinText(out[n-1].Reasoning, m.Reasoning), ToolCalls: m.ToolCalls,
 				Scaffolding: out[n-1].Scaffolding && m.Scaffolding}
 			out[n-1] = merged
 			continue
@@ -57,6 +66,16 @@ func mergeAdjacentUsers(msgs []*heraldpb.ChatMessage) []*heraldpb.ChatMessage {
 		out = append(out, m)
 	}
 	return out
+}
+
+func joinText(a, b string) string {
+	switch {
+	case a == "":
+		return b
+	case b == "":
+		return a
+	}
+	return a + "\n\n" + b
 }
 
 func (s *Service) contextWindow(model string) int {

@@ -12,8 +12,9 @@ import (
 // calls inside a segment run in parallel, segments run one after another.
 // Read-only tools share a segment; file tools share one while no writer's
 // path overlaps another call's path; clarify and calls that could not be
-// parsed (barrier = true) stand alone.
-func SegmentPlan(calls []PendingCall, barrier func(PendingCall) bool) []int {
+// parsed (barrier = true) stand alone. delegate_task calls share a segment
+// with each other only, at most maxChildren of them.
+func SegmentPlan(calls []PendingCall, barrier func(PendingCall) bool, maxChildren int) []int {
 	segs := make([]int, len(calls))
 	seg := 0
 	var open []PendingCall // calls of the current segment
@@ -27,7 +28,7 @@ func SegmentPlan(calls []PendingCall, barrier func(PendingCall) bool) []int {
 			open = nil
 			continue
 		}
-		if conflicts(c, open) {
+		if len(open) > 0 && (conflicts(c, open) || !childrenFit(c, open, maxChildren)) {
 			seg++
 			open = nil
 		}
@@ -37,10 +38,22 @@ func SegmentPlan(calls []PendingCall, barrier func(PendingCall) bool) []int {
 	return segs
 }
 
+// childrenFit reports whether c may join open as far as delegation goes:
+// children run only beside children, at most maxChildren at once.
+func childrenFit(c PendingCall, open []PendingCall, maxChildren int) bool {
+	if (c.Tool == delegateTool) != (open[0].Tool == delegateTool) {
+		return false
+	}
+	return c.Tool != delegateTool || len(open) < maxChildren
+}
+
 // conflicts reports whether c cannot run alongside the calls in open.
 func conflicts(c PendingCall, open []PendingCall) bool {
 	spec, _ := toolspec.Lookup(c.Tool)
 	for _, o := range open {
+		if c.Tool == delegateTool && o.Tool == delegateTool {
+			continue
+		}
 		ospec, _ := toolspec.Lookup(o.Tool)
 		if spec.ReadOnly && ospec.ReadOnly {
 			continue

@@ -22,6 +22,8 @@ type Service struct {
 
 	mu      sync.Mutex
 	workers []*bus.Worker
+	// toolCache holds wire-form tool lists by their names (see wireTools).
+	toolCache sync.Map
 }
 
 // New validates cfg and returns a loop service ready to Start.
@@ -47,6 +49,9 @@ func (s *Service) Start(ctx context.Context) error {
 	}
 	s.store = sessionStore{kv: kv}
 	busyDelays := []time.Duration{200 * time.Millisecond, 500 * time.Millisecond, time.Second, 2 * time.Second}
+	// Answers that overtook their session's commit, or lost a CAS race,
+	// come back quickly and often before they are given up on.
+	raceDelays := []time.Duration{20 * time.Millisecond, 100 * time.Millisecond, 500 * time.Millisecond, 2 * time.Second}
 	specs := []struct {
 		spec bus.ConsumerSpec
 		h    bus.Handler
@@ -54,11 +59,11 @@ func (s *Service) Start(ctx context.Context) error {
 		{bus.ConsumerSpec{Stream: bus.StreamTasks, Durable: "loop-tasks", FilterSubjects: []string{bus.TasksSubject},
 			MaxDeliver: 2000, RetryDelays: busyDelays}, s.handleTask},
 		{bus.ConsumerSpec{Stream: bus.StreamLLMResponses, Durable: "loop-llm",
-			FilterSubjects: []string{bus.LLMResponseFilter(bus.OwnerLoop)}}, s.handleModelResponse},
+			FilterSubjects: []string{bus.LLMResponseFilter(bus.OwnerLoop)}, MaxDeliver: 50, RetryDelays: raceDelays}, s.handleModelResponse},
 		{bus.ConsumerSpec{Stream: bus.StreamToolResults, Durable: "loop-tools",
-			FilterSubjects: []string{"herald.tool.result.>"}}, s.handleToolResult},
+			FilterSubjects: []string{"herald.tool.result.>"}, MaxDeliver: 50, RetryDelays: raceDelays}, s.handleToolResult},
 		{bus.ConsumerSpec{Stream: bus.StreamCompressResults, Durable: "loop-compress",
-			FilterSubjects: []string{"herald.compress.result.>"}}, s.handleCompressResult},
+			FilterSubjects: []string{"herald.compress.result.>"}, MaxDeliver: 50, RetryDelays: raceDelays}, s.handleCompressResult},
 		{bus.ConsumerSpec{Stream: bus.StreamControl, Durable: "loop-control",
 			FilterSubjects: []string{"herald.session.*.interrupt"}, DeliverNew: true}, s.handleInterrupt},
 	}

@@ -58,28 +58,30 @@ type scaffoldMsg struct {
 
 // State is the small per-session record in the herald_sessions bucket.
 type State struct {
-	SessionID       string      `json:"session_id"`
-	TaskID          string      `json:"task_id"`
-	Tenant          string      `json:"tenant"`
-	Model           string      `json:"model"`
-	Pool            string      `json:"pool"`
-	Workspace       string      `json:"workspace,omitempty"`
-	ParentSessionID string      `json:"parent_session_id,omitempty"`
-	Status          string      `json:"status"`
-	Turn            int         `json:"turn"`
-	Step            int         `json:"step"`
-	MaxIterations   int         `json:"max_iterations"`
-	TranscriptLen   int         `json:"transcript_len"`
-	Pending         *Pending    `json:"pending,omitempty"`
-	APICalls        int         `json:"api_calls"`
-	Usage           proto.Usage `json:"usage"`
-	CostUSD         float64     `json:"cost_usd"`
-	SessionCostUSD  float64     `json:"session_cost_usd"`
-	MaxCostUSD      float64     `json:"max_cost_usd,omitempty"`
-	EventSeq        int64       `json:"event_seq"`
-	Yes             bool        `json:"yes,omitempty"`
-	TurnStartedMs   int64       `json:"turn_started_ms"`
-	Toolsets        []string    `json:"toolsets,omitempty"`
+	SessionID       string `json:"session_id"`
+	TaskID          string `json:"task_id"`
+	Tenant          string `json:"tenant"`
+	Model           string `json:"model"`
+	Pool            string `json:"pool"`
+	Workspace       string `json:"workspace,omitempty"`
+	ParentSessionID string `json:"parent_session_id,omitempty"`
+	Status          string `json:"status"`
+	Turn            int    `json:"turn"`
+	Step            int    `json:"step"`
+	// Refunds are iterations given back by cheap-only steps this turn.
+	Refunds        int         `json:"refunds,omitempty"`
+	MaxIterations  int         `json:"max_iterations"`
+	TranscriptLen  int         `json:"transcript_len"`
+	Pending        *Pending    `json:"pending,omitempty"`
+	APICalls       int         `json:"api_calls"`
+	Usage          proto.Usage `json:"usage"`
+	CostUSD        float64     `json:"cost_usd"`
+	SessionCostUSD float64     `json:"session_cost_usd"`
+	MaxCostUSD     float64     `json:"max_cost_usd,omitempty"`
+	EventSeq       int64       `json:"event_seq"`
+	Yes            bool        `json:"yes,omitempty"`
+	TurnStartedMs  int64       `json:"turn_started_ms"`
+	Toolsets       []string    `json:"toolsets,omitempty"`
 
 	ParentCallID   string `json:"parent_call_id,omitempty"`
 	Attempt        int    `json:"attempt"`

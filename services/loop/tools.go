@@ -44,7 +44,7 @@ func (s *Service) dispatchTools(t *txn, m *heraldpb.ChatMessage) error {
 	} else {
 		st.InvalidStrikes = 0
 	}
-	segs := SegmentPlan(calls, func(c PendingCall) bool { return c.Local || c.Tool == "clarify" })
+	segs := SegmentPlan(calls, func(c PendingCall) bool { return c.Local || c.Tool == "clarify" }, s.cfg.MaxConcurrentChildren)
 	for i := range calls {
 		calls[i].Segment = segs[i]
 	}
@@ -165,13 +165,17 @@ func (s *Service) completeStep(t *txn) error {
 	if done := s.trackRepeats(t, fp); done {
 		return nil
 	}
+	st.refundCheapStep()
+	if st.MaxCostUSD > 0 && st.CostUSD >= st.MaxCostUSD {
+		return s.finish(t, proto.ExitBudgetExhausted, moneySpent(st, t.history()), "")
+	}
+	if st.budgetSpent() {
+		st.GraceReason = proto.ExitMaxIterations
+		return s.requestModel(t, []scaffoldMsg{{Role: "user", Content: graceMaxIter}}, graceCall)
+	}
 	var scaffold []scaffoldMsg
 	if st.RepeatCount == s.cfg.RepeatThreshold-1 {
 		scaffold = []scaffoldMsg{{Role: "user", Content: nudgeRepeat}}
-	}
-	if st.Step >= st.MaxIterations {
-		st.GraceReason = proto.ExitMaxIterations
-		return s.requestModel(t, []scaffoldMsg{{Role: "user", Content: graceMaxIter}}, graceCall)
 	}
 	return s.requestModel(t, scaffold, nextStep)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/heraldrun/herald/pkg/bus"
 	"github.com/heraldrun/herald/proto"
@@ -47,14 +48,33 @@ func (t *txn) state(name string) {
 		Msg("state transition")
 }
 
-const maxConflictRetries = 8
+const (
+	maxConflictRetries = 8
+	// earlyPatience is how long an early input waits in-process for the
+	// transition that expects it before it is redelivered later instead.
+	earlyPatience = 2 * time.Second
+)
 
 // advance runs decide against the session's current state and commits its
-// outcome; on a concurrent update it re-reads and decides again.
+// outcome; on a concurrent update it re-reads and decides again, and an
+// early input waits briefly for the state that expects it.
 func (s *Service) advance(ctx context.Context, sid string, decide func(t *txn) error) error {
-	for i := 0; ; i++ {
+	conflicts := 0
+	wait := 500 * time.Microsecond
+	deadline := time.Now().Add(earlyPatience)
+	for {
 		err := s.advanceOnce(ctx, sid, decide)
-		if !errors.Is(err, errConflict) || i >= maxConflictRetries {
+		switch {
+		case errors.Is(err, errConflict) && conflicts < maxConflictRetries:
+			conflicts++
+		case errors.Is(err, errEarly) && time.Now().Before(deadline):
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(wait):
+			}
+			wait = min(2*wait, 20*time.Millisecond)
+		default:
 			return err
 		}
 	}

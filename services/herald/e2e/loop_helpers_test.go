@@ -17,7 +17,7 @@ import (
 )
 
 // withConfig adjusts the global configuration of a harness.
-func withConfig(f func(c *config.Config)) Option { return Option(f) }
+func withConfig(f func(c *config.Config)) Option { return WithConfig(f) }
 
 // taskWith returns a fresh task with max_iterations set.
 func taskWith(prompt string, maxIter int) proto.Task {
@@ -125,10 +125,32 @@ func stepRead(r *scripted.Request) scripted.Reply {
 	return scripted.Tool("read_file", fmt.Sprintf(`{"path":"f%d.txt"}`, r.AssistantCount()))
 }
 
+// convo returns the model requests of one conversation: those whose first
+// user message starts with prompt (a retry nudge may be merged into it).
+func convo(h *H, prompt string) []*scripted.Request {
+	var out []*scripted.Request
+	for _, r := range h.Model.Requests() {
+		if strings.HasPrefix(r.FirstUser(), prompt) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// lastAssistant is the content of the last assistant message of a request.
+func lastAssistant(r *scripted.Request) string {
+	for i := len(r.Messages) - 1; i >= 0; i-- {
+		if r.Messages[i].Role == "assistant" {
+			return r.Messages[i].Text()
+		}
+	}
+	return ""
+}
+
 // lastRequest is the last request of a conversation.
 func lastRequest(t *testing.T, h *H, prompt string) *scripted.Request {
 	t.Helper()
-	reqs := h.RequestsOf(prompt)
+	reqs := convo(h, prompt)
 	require.NotEmpty(t, reqs)
 	return reqs[len(reqs)-1]
 }

@@ -51,7 +51,7 @@ func TestLoopUnknownToolListsTheAvailableOnesAndThreeStrikesEndTheTurn(t *testin
 	task2 := NewTask("launch rockets with a pause")
 	res2 := h2.Run(task2)
 	require.Equal(t, proto.ExitTextResponse, res2.ExitReason)
-	require.Len(t, h2.RequestsOf(task2.Prompt), 6)
+	require.Len(t, convo(h2, task2.Prompt), 6)
 }
 
 func TestLoopToolArguments(t *testing.T) {
@@ -119,7 +119,7 @@ func TestLoopRepeatDetection(t *testing.T) {
 			res := h.Run(task)
 			require.Equal(t, proto.ExitRepeatDetected, res.ExitReason)
 			require.Contains(t, res.FinalResponse, "Checking the notes.", "what was found so far")
-			reqs := h.RequestsOf(task.Prompt)
+			reqs := convo(h, task.Prompt)
 			require.Len(t, reqs, threshold, "the turn ends after the threshold-th identical round")
 			for i, r := range reqs {
 				nudged := strings.Contains(r.LastMessage().Text(), "same tool call with the same result")

@@ -24,7 +24,7 @@ func TestLoopEmptyAnswerAfterToolResultsGetsOneNudge(t *testing.T) {
 	res := h.Run(task)
 	require.Equal(t, proto.ExitTextResponse, res.ExitReason)
 	require.Equal(t, "The notes say green tea.", res.FinalResponse)
-	reqs := h.RequestsOf(task.Prompt)
+	reqs := convo(h, task.Prompt)
 	require.Len(t, reqs, 3)
 	requireWellFormed(t, reqs[2])
 	msgs := h.Transcript(task.SessionID)
@@ -49,7 +49,7 @@ func TestLoopEmptyAndThinkingOnlyRetryCounts(t *testing.T) {
 			task := NewTask("empty case " + tc.name)
 			res := h.Run(task)
 			require.Equal(t, proto.ExitEmptyResponseExhausted, res.ExitReason)
-			reqs := h.RequestsOf(task.Prompt)
+			reqs := convo(h, task.Prompt)
 			require.Len(t, reqs, tc.requests)
 			require.Contains(t, res.FinalResponse, "empty")
 			for _, r := range reqs[1:] {
@@ -64,7 +64,7 @@ func TestLoopEmptyAndThinkingOnlyRetryCounts(t *testing.T) {
 
 func TestLoopThinkingOnlyThenAnswerKeepsOnlyTheAnswer(t *testing.T) {
 	h := Start(t, func(r *scripted.Request) scripted.Reply {
-		if r.LastMessage().Role == "user" && r.LastMessage().Text() != "ponder" {
+		if strings.Contains(r.LastMessage().Text(), "wrote no answer") {
 			return scripted.Text("It is 7.")
 		}
 		return scripted.Reply{Reasoning: "hmm, 3+4"}
@@ -73,16 +73,16 @@ func TestLoopThinkingOnlyThenAnswerKeepsOnlyTheAnswer(t *testing.T) {
 	res := h.Run(task)
 	require.Equal(t, proto.ExitTextResponse, res.ExitReason)
 	require.Equal(t, "It is 7.", res.FinalResponse)
-	require.Len(t, h.RequestsOf(task.Prompt), 2)
+	require.Len(t, convo(h, task.Prompt), 2)
 	require.Equal(t, "system,user,assistant", roles(h.Transcript(task.SessionID)))
 }
 
 func TestLoopTruncatedAnswersAreContinuedAndJoined(t *testing.T) {
 	h := Start(t, func(r *scripted.Request) scripted.Reply {
-		switch r.AssistantCount() {
-		case 0:
+		switch lastAssistant(r) {
+		case "":
 			return scripted.Reply{Content: "The first part, ", FinishReason: "length"}
-		case 1:
+		case "The first part, ":
 			return scripted.Reply{Content: "the second part, ", FinishReason: "length"}
 		}
 		return scripted.Text("and the end.")
@@ -91,7 +91,7 @@ func TestLoopTruncatedAnswersAreContinuedAndJoined(t *testing.T) {
 	res := h.Run(task)
 	require.Equal(t, proto.ExitTextResponse, res.ExitReason)
 	require.Equal(t, "The first part, the second part, and the end.", res.FinalResponse)
-	reqs := h.RequestsOf(task.Prompt)
+	reqs := convo(h, task.Prompt)
 	require.Len(t, reqs, 3)
 	for _, r := range reqs[1:] {
 		require.Contains(t, r.LastMessage().Text(), "cut off")
@@ -109,5 +109,5 @@ func TestLoopStillTruncatedAfterThreeContinuations(t *testing.T) {
 	res := h.Run(task)
 	require.Equal(t, proto.ExitTruncated, res.ExitReason)
 	require.Equal(t, "more more more more ", res.FinalResponse)
-	require.Len(t, h.RequestsOf(task.Prompt), 4, "the first call and 3 continuations")
+	require.Len(t, convo(h, task.Prompt), 4, "the first call and 3 continuations")
 }

@@ -1,0 +1,79 @@
+package loop
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestRepairToolName(t *testing.T) {
+	known := []string{"read_file", "write_file", "terminal", "search_files", "todo", "delegate_task"}
+	cases := []struct {
+		in, want string
+		ok       bool
+	}{
+		{"read_file", "read_file", true},
+		{"READ_FILE", "read_file", true},
+		{"read-file", "read_file", true},
+		{"read file", "read_file", true},
+		{"ReadFile", "read_file", true},
+		{"readFile", "read_file", true},
+		{"terminal_tool", "terminal", true},
+		{"TerminalTool", "terminal", true},
+		{"search_file", "search_files", true},
+		{"writ_file", "write_file", true},
+		{"launch_rockets", "", false},
+		{"x", "", false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.in, func(t *testing.T) {
+			got, ok := RepairToolName(tc.in, known)
+			require.Equal(t, tc.ok, ok)
+			if tc.ok {
+				require.Equal(t, tc.want, got)
+			}
+		})
+	}
+}
+
+func TestSimilarityMatchesDifflib(t *testing.T) {
+	// difflib.SequenceMatcher(None, "search_file", "search_files").ratio()
+	require.InDelta(t, 0.9565, similarity("search_file", "search_files"), 0.001)
+	require.InDelta(t, 0.0, similarity("abc", "xyz"), 0.001)
+	require.Less(t, similarity("launch_rockets", "read_file"), 0.7)
+}
+
+func TestRepairArgs(t *testing.T) {
+	cases := []struct {
+		name, in, want, errHas string
+	}{
+		{"empty", "", `{}`, ""},
+		{"blank", "  ", `{}`, ""},
+		{"valid", `{"path":"a.txt"}`, `{"path":"a.txt"}`, ""},
+		{"trailing comma", `{"path":"a.txt",}`, `{"path":"a.txt"}`, ""},
+		{"nested trailing comma", `{"todos":[{"id":"1",},]}`, `{"todos":[{"id":"1"}]}`, ""},
+		{"unclosed brace", `{"path":"a.txt"`, `{"path":"a.txt"}`, ""},
+		{"unclosed string", `{"path":"a.t`, `{"path":"a.t"}`, ""},
+		{"comma inside string kept", `{"c":"a,}"}`, `{"c":"a,}"}`, ""},
+		{"array", `["a"]`, "", "must be a JSON object, got an array"},
+		{"string", `"a"`, "", "got a string"},
+		{"garbage", `path=a.txt`, "", "not valid JSON"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := RepairArgs(tc.in)
+			if tc.errHas != "" {
+				require.ErrorContains(t, err, tc.errHas)
+				var ae *ArgsError
+				require.ErrorAs(t, err, &ae)
+				return
+			}
+			require.NoError(t, err)
+			require.JSONEq(t, tc.want, got)
+		})
+	}
+}
+
+func TestCanonicalArgsIgnoresKeyOrderAndSpacing(t *testing.T) {
+	require.Equal(t, CanonicalArgs(`{"b":1,"a":{"y":2,"x":1}}`), CanonicalArgs(`{ "a": {"x":1, "y":2}, "b": 1 }`))
+}
