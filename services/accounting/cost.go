@@ -87,7 +87,11 @@ func (q *CostQuery) validate() error {
 
 func (s *store) queryCost(ctx context.Context, q CostQuery, now time.Time) (CostReport, error) {
 	plan := planUsage(usageFilter{Since: q.Since, Session: q.Session, Tenant: q.Tenant}, now)
-	rows, err := s.groupUsage(ctx, plan, keyFor(q.By), 0)
+	rows := []CostRow{}
+	found, err := s.resolve(ctx, &plan)
+	if found {
+		rows, err = s.groupUsage(ctx, plan, keyFor(q.By), 0)
+	}
 	if err != nil {
 		return CostReport{}, err
 	}
@@ -100,13 +104,14 @@ func (s *store) queryCost(ctx context.Context, q CostQuery, now time.Time) (Cost
 
 // groupUsage sums usage per key, most expensive first; limit 0 means all.
 func (s *store) groupUsage(ctx context.Context, plan usagePlan, key groupKey, limit int) ([]CostRow, error) {
+	from, args := plan.source(key)
 	sql := "SELECT " + key.expr + " AS k, sum(calls), sum(errors), sum(input_tokens), sum(output_tokens), " +
 		"sum(cache_read_tokens), sum(cache_write_tokens), sum(reasoning_tokens), sum(cost_nano_usd), sum(latency_ms) " +
-		"FROM " + plan.source(key) + " GROUP BY k ORDER BY sum(cost_nano_usd) DESC, k"
+		"FROM " + from + " GROUP BY k ORDER BY sum(cost_nano_usd) DESC, k"
 	if limit > 0 {
 		sql += fmt.Sprintf(" LIMIT %d", limit)
 	}
-	rows, err := s.conn.Query(ctx, sql, plan.args()...)
+	rows, err := s.conn.Query(ctx, sql, args...)
 	if err != nil {
 		return nil, s.queryError(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -82,33 +83,50 @@ func parseRange(s string) (string, time.Duration, error) {
 	return s, d, nil
 }
 
+// overview runs the panels' queries at once; each reads a roll-up (tool
+// latency reads raw tool_events, tenant and time first in its sort key).
 func (s *store) overview(ctx context.Context, q overviewQuery, now time.Time) (Overview, error) {
 	plan := planUsage(usageFilter{Since: q.Since, Tenant: q.Tenant}, now)
 	ov := Overview{Tenant: q.Tenant, Range: q.Range, From: plan.from}
-	var err error
-	if ov.Models, err = s.groupUsage(ctx, plan, keyFor("model"), 0); err != nil {
-		return ov, err
+	var providers []CostRow
+	group := func(by string, limit int, out *[]CostRow) func() error {
+		return func() (err error) {
+			*out, err = s.groupUsage(ctx, plan, keyFor(by), limit)
+			return err
+		}
 	}
+	err := parallel(
+		group("model", 0, &ov.Models),
+		group("session", 10, &ov.Sessions),
+		group("tenant", 10, &ov.Tenants),
+		group("purpose", 0, &ov.Purposes),
+		group("provider", 0, &providers),
+		func() (err error) { ov.Spend, err = s.spendSeries(ctx, plan, q.Since); return err },
+		func() (err error) { ov.Tools, err = s.toolLatency(ctx, plan); return err },
+	)
 	ov.Total = totalOf(ov.Models)
-	if ov.Spend, err = s.spendSeries(ctx, plan, q.Since); err != nil {
-		return ov, err
-	}
-	if ov.Sessions, err = s.groupUsage(ctx, plan, keyFor("session"), 10); err != nil {
-		return ov, err
-	}
-	if ov.Tenants, err = s.groupUsage(ctx, plan, keyFor("tenant"), 10); err != nil {
-		return ov, err
-	}
-	if ov.Purposes, err = s.groupUsage(ctx, plan, keyFor("purpose"), 0); err != nil {
-		return ov, err
-	}
-	providers, err := s.groupUsage(ctx, plan, keyFor("provider"), 0)
-	if err != nil {
-		return ov, err
-	}
 	ov.Providers = providerHealth(providers)
-	ov.Tools, err = s.toolLatency(ctx, plan)
 	return ov, err
+}
+
+// parallel runs fs at once and returns the first of their errors.
+func parallel(fs ...func() error) error {
+	errs := make([]error, len(fs))
+	var wg sync.WaitGroup
+	for i, f := range fs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = f()
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // spendSeries buckets cost by hour for windows up to two days, else by day.
@@ -207,7 +225,7 @@ func (s *store) toolLatency(ctx context.Context, plan usagePlan) ([]ToolLatency,
 		where, args = where+" AND tenant = ?", append(args, plan.filter.Tenant)
 	}
 	rows, err := s.conn.Query(ctx, "SELECT tool, count(), countIf(status != 'ok'), toFloat64(quantile(0.5)(duration_ms)), "+
-		"toFloat64(quantile(0.95)(duration_ms)), max(duration_ms) FROM tool_events FINAL"+where+
+		"toFloat64(quantile(0.95)(duration_ms)), max(duration_ms) FROM tool_events"+where+
 		" GROUP BY tool ORDER BY count() DESC, tool LIMIT 50", args...)
 	if err != nil {
 		return nil, s.queryError(err)

@@ -1,42 +1,56 @@
 package accounting
 
 import (
+	"context"
+	"strings"
 	"time"
 )
 
 // usageFilter selects usage rows for cost queries and dashboard panels.
 type usageFilter struct {
 	Since   time.Duration
-	From    time.Time // overrides Since when set
 	Session string
 	Tenant  string
 }
 
 // usagePlan is where a usage query reads from: a roll-up view for whole
-// hours at or after edge, and raw rows (FINAL: an event stored twice counts
-// once) for [from, edge), the partial first hour of the window.
+// hours at or after edge, and raw rows for [from, edge), the partial first
+// hour of the window. Raw rows are read without FINAL: the sink stores each
+// event once (the roll-ups rely on that too), and FINAL would turn a
+// one-hour range read into a merge of every part.
 type usagePlan struct {
-	filter  usageFilter
-	from    time.Time // zero: all time
-	edge    time.Time
-	session bool // read the per-session roll-up
+	filter usageFilter
+	from   time.Time // zero: all time
+	edge   time.Time
+	// spans bound a session's rows (tenant and hours); set by resolve.
+	spans []sessionSpan
 }
 
 func planUsage(f usageFilter, now time.Time) usagePlan {
-	p := usagePlan{filter: f, session: f.Session != ""}
-	switch {
-	case !f.From.IsZero():
-		p.from = f.From.UTC().Truncate(time.Second)
-	case f.Since > 0:
+	p := usagePlan{filter: f}
+	if f.Since > 0 {
 		p.from = now.Add(-f.Since).UTC().Truncate(time.Second)
-	}
-	if !p.from.IsZero() {
 		p.edge = p.from.Truncate(time.Hour)
 		if p.edge.Before(p.from) {
 			p.edge = p.edge.Add(time.Hour)
 		}
 	}
 	return p
+}
+
+// resolve looks a session filter up in session_spans so the query reads
+// only the session's tenant and hours; it reports false when the session
+// has no rows at all.
+func (s *store) resolve(ctx context.Context, p *usagePlan) (bool, error) {
+	if p.filter.Session == "" {
+		return true, nil
+	}
+	spans, err := s.sessionSpans(ctx, p.filter.Session)
+	if err != nil {
+		return false, err
+	}
+	p.spans = spans
+	return len(spans) > 0, nil
 }
 
 // groupKey is a grouping's expression over the columns source yields.
@@ -70,73 +84,54 @@ const rawSums = "toUInt64(1) AS calls, toUInt64(status != 'ok') AS errors, input
 	"cache_read_tokens, cache_write_tokens, reasoning_tokens, cost_nano_usd, toUInt64(latency_ms) AS latency_ms"
 
 // source is a FROM clause (a subquery) yielding hour, the key columns and the
-// sums, combining the roll-up with raw rows of the partial first hour. Its
-// placeholders are bound by args.
-func (p usagePlan) source(k groupKey) string {
-	rollup := "usage_hourly"
-	if p.session || k.session {
-		rollup = "usage_by_session"
-	}
-	cols := "hour, tenant, provider, model, purpose"
-	if rollup == "usage_by_session" {
-		cols += ", session_id"
-	}
-	where := p.where("hour")
-	q := "(SELECT " + cols + ", " + sums + " FROM " + rollup + where
-	if !p.from.IsZero() {
-		rawCols := "toDateTime(intDiv(toUInt32(ts), 3600) * 3600) AS hour, tenant, provider, model, purpose"
-		if rollup == "usage_by_session" {
-			rawCols += ", session_id"
-		}
-		q += " UNION ALL SELECT " + rawCols + ", " + rawSums + " FROM usage_events FINAL" + p.rawWhere()
-	}
-	return q + ")"
-}
-
-// where filters a roll-up: whole hours from edge on.
-func (p usagePlan) where(hourCol string) string {
-	w := " WHERE 1"
-	if !p.from.IsZero() {
-		w += " AND " + hourCol + " >= toDateTime(?)"
-	}
-	return w + p.idFilters()
-}
-
-func (p usagePlan) rawWhere() string {
-	return " WHERE ts >= toDateTime(?) AND ts < toDateTime(?)" + p.idFilters()
-}
-
-func (p usagePlan) idFilters() string {
-	w := ""
-	if p.filter.Tenant != "" {
-		w += " AND tenant = ?"
-	}
-	if p.filter.Session != "" {
-		w += " AND session_id = ?"
-	}
-	return w
-}
-
-// args bind source's placeholders in order.
-func (p usagePlan) args() []any {
-	ids := func() []any {
-		var a []any
-		if p.filter.Tenant != "" {
-			a = append(a, p.filter.Tenant)
-		}
-		if p.filter.Session != "" {
-			a = append(a, p.filter.Session)
-		}
-		return a
+// sums, combining the roll-up with raw rows of the partial first hour, and
+// the arguments its placeholders take, in order.
+func (p usagePlan) source(k groupKey) (string, []any) {
+	rollup, cols := "usage_hourly", "hour, tenant, provider, model, purpose"
+	if p.filter.Session != "" || k.session {
+		rollup, cols = "usage_by_session", cols+", session_id"
 	}
 	var args []any
-	if !p.from.IsZero() {
-		args = append(args, uint32(p.edge.Unix()))
+	where := func(timeCol string, lo, hi time.Time) string {
+		var conds []string
+		if !lo.IsZero() {
+			conds, args = append(conds, timeCol+" >= toDateTime(?)"), append(args, uint32(lo.Unix()))
+		}
+		if !hi.IsZero() {
+			conds, args = append(conds, timeCol+" < toDateTime(?)"), append(args, uint32(hi.Unix()))
+		}
+		conds = append(conds, p.idConds(timeCol, &args)...)
+		if len(conds) == 0 {
+			return ""
+		}
+		return " WHERE " + strings.Join(conds, " AND ")
 	}
-	args = append(args, ids()...)
+	q := "(SELECT " + cols + ", " + sums + " FROM " + rollup + where("hour", p.edge, time.Time{})
 	if !p.from.IsZero() {
-		args = append(args, uint32(p.from.Unix()), uint32(p.edge.Unix()))
-		args = append(args, ids()...)
+		rawCols := "toDateTime(intDiv(toUInt32(ts), 3600) * 3600) AS hour, " + strings.TrimPrefix(cols, "hour, ")
+		q += " UNION ALL SELECT " + rawCols + ", " + rawSums + " FROM usage_events" + where("ts", p.from, p.edge)
 	}
-	return args
+	return q + ")", args
+}
+
+// idConds are the tenant and session conditions on a table whose time
+// column is timeCol.
+func (p usagePlan) idConds(timeCol string, args *[]any) []string {
+	var conds []string
+	if p.filter.Tenant != "" {
+		conds, *args = append(conds, "tenant = ?"), append(*args, p.filter.Tenant)
+	}
+	if p.filter.Session == "" {
+		return conds
+	}
+	conds, *args = append(conds, "session_id = ?"), append(*args, p.filter.Session)
+	var spans []string
+	for _, sp := range p.spans {
+		spans = append(spans, "(tenant = ? AND "+timeCol+" >= toDateTime(?) AND "+timeCol+" < toDateTime(?))")
+		*args = append(*args, sp.tenant, sp.from, sp.to)
+	}
+	if len(spans) > 0 {
+		conds = append(conds, "("+strings.Join(spans, " OR ")+")")
+	}
+	return conds
 }

@@ -98,7 +98,7 @@ type sessionSpan struct {
 // sessionSpans lists the tenants (normally one) the session ran under,
 // the busiest first.
 func (s *store) sessionSpans(ctx context.Context, sessionID string) ([]sessionSpan, error) {
-	rows, err := s.conn.Query(ctx, "SELECT tenant, toUInt32(min(hour)), toUInt32(max(hour)) FROM usage_by_session "+
+	rows, err := s.conn.Query(ctx, "SELECT tenant, toUInt32(min(hour)), toUInt32(max(hour)) FROM session_spans "+
 		"WHERE session_id = ? GROUP BY tenant ORDER BY sum(calls) DESC, tenant", sessionID)
 	if err != nil {
 		return nil, s.queryError(err)
@@ -119,7 +119,7 @@ func (s *store) sessionSpans(ctx context.Context, sessionID string) ([]sessionSp
 func (s *store) sessionSteps(ctx context.Context, sp sessionSpan, sid string) ([]Step, error) {
 	rows, err := s.conn.Query(ctx, "SELECT event_id, ts, task_id, purpose, provider, model, attempt, is_fallback, status, "+
 		"error_class, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, reasoning_tokens, cost_nano_usd, "+
-		"latency_ms FROM usage_events FINAL WHERE tenant = ? AND ts >= toDateTime(?) AND ts < toDateTime(?) "+
+		"latency_ms FROM usage_events WHERE tenant = ? AND ts >= toDateTime(?) AND ts < toDateTime(?) "+
 		"AND session_id = ? ORDER BY ts, event_id LIMIT ?", sp.tenant, sp.from, sp.to, sid, maxSteps)
 	if err != nil {
 		return nil, s.queryError(err)
@@ -141,7 +141,7 @@ func (s *store) sessionSteps(ctx context.Context, sp sessionSpan, sid string) ([
 }
 
 func (s *store) sessionTools(ctx context.Context, sp sessionSpan, sid string) ([]ToolEntry, error) {
-	rows, err := s.conn.Query(ctx, "SELECT ts, call_id, tool, runner, status, duration_ms, output_bytes FROM tool_events FINAL "+
+	rows, err := s.conn.Query(ctx, "SELECT ts, call_id, tool, runner, status, duration_ms, output_bytes FROM tool_events "+
 		"WHERE tenant = ? AND ts >= toDateTime(?) AND ts < toDateTime(?) AND session_id = ? ORDER BY ts, event_id LIMIT ?",
 		sp.tenant, sp.from, sp.to, sid, maxSteps)
 	if err != nil {

@@ -47,9 +47,35 @@ func newSink(ctx context.Context, k eventKind, cfg Config, js jetstream.JetStrea
 	return &sink{kind: k, cfg: cfg, js: js, cons: cons, store: st, lease: ls, log: log, outage: outage{log: log}}, nil
 }
 
-// run fetches and stores batches until stopping ends; a batch in hand is
-// finished with work, which ends only when shutdown runs out of time.
+// fetched is a batch on its way through the sink, kept alive (in progress)
+// from the moment it is fetched until it is acked or handed back.
+type fetched struct {
+	msgs          []jetstream.Msg
+	stopKeepAlive func()
+}
+
+// run fetches, stores and acks batches until stopping ends, in three
+// overlapping stages (the next batch is fetched while one is stored and the
+// previous one acked); a batch in hand is finished with work, which ends only
+// when shutdown runs out of time.
 func (s *sink) run(stopping, work context.Context) {
+	batches := make(chan fetched, 1)
+	acks := make(chan fetched, 1)
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); s.fetchLoop(stopping, batches) }()
+	go func() { defer wg.Done(); s.ackLoop(acks) }()
+	for b := range batches {
+		if b, ok := s.storeBatch(stopping, work, b); ok {
+			acks <- b
+		}
+	}
+	close(acks)
+	wg.Wait()
+}
+
+func (s *sink) fetchLoop(stopping context.Context, out chan<- fetched) {
+	defer close(out)
 	for stopping.Err() == nil {
 		msgs, err := s.fetch()
 		if err != nil {
@@ -60,7 +86,21 @@ func (s *sink) run(stopping, work context.Context) {
 			continue
 		}
 		if len(msgs) > 0 {
-			s.handle(stopping, work, msgs)
+			out <- fetched{msgs: msgs, stopKeepAlive: keepAlive(msgs, s.cfg.AckWait/3)}
+		}
+	}
+}
+
+// ackLoop acks batches ClickHouse holds. An ack that is lost only means the
+// batch comes back and is found already stored.
+func (s *sink) ackLoop(in <-chan fetched) {
+	for b := range in {
+		b.stopKeepAlive()
+		for _, m := range b.msgs {
+			if err := m.Ack(); err != nil {
+				s.log.Warn().Err(err).Msg("ack failed; the batch will be redelivered and skipped as already stored")
+				break
+			}
 		}
 	}
 }
@@ -81,33 +121,29 @@ func (s *sink) fetch() ([]jetstream.Msg, error) {
 	return msgs, nil
 }
 
-// handle stores one batch and acks it. Until ClickHouse has the rows the
-// messages are kept alive (in progress), never acked, so a crash at any
-// point leaves them in the stream.
-func (s *sink) handle(stopping, work context.Context, msgs []jetstream.Msg) {
-	rows, kept := s.decode(work, msgs)
+// store decodes a batch, dead-letters what cannot be decoded and stores the
+// rest, keeping b.msgs to what is left to ack. Until ClickHouse has the rows
+// nothing is acked, so a crash at any point leaves them in the stream. It
+// reports whether the batch is ready to ack.
+func (s *sink) storeBatch(stopping, work context.Context, b fetched) (fetched, bool) {
+	rows, kept := s.decode(work, b.msgs)
+	b.msgs = kept
 	if len(kept) == 0 {
-		return
+		b.stopKeepAlive()
+		return b, false
 	}
-	stop := keepAlive(kept, s.cfg.AckWait/3)
-	err := s.storeWithRetry(stopping, work, rows)
-	stop()
-	if err != nil {
+	if err := s.storeWithRetry(stopping, work, rows); err != nil {
 		// Shutting down while ClickHouse is away: hand the events back now.
+		b.stopKeepAlive()
 		for _, m := range kept {
 			_ = m.Nak()
 		}
-		return
+		return b, false
 	}
 	if s.cfg.afterInsert != nil {
 		s.cfg.afterInsert(s.kind.stream, len(rows))
 	}
-	for _, m := range kept {
-		if err := m.Ack(); err != nil {
-			s.log.Warn().Err(err).Msg("ack failed; the batch will be redelivered and skipped as already stored")
-			return
-		}
-	}
+	return b, true
 }
 
 // decode turns messages into rows, dead-lettering the ones that cannot be.

@@ -21,10 +21,13 @@ AS SELECT
 FROM usage_events
 GROUP BY hour, tenant, provider, model, purpose;
 
+-- Per session: ordered tenant and time first like every dashboard query
+-- ("top sessions of the last day"); a single session is found through
+-- session_spans below.
 CREATE MATERIALIZED VIEW IF NOT EXISTS usage_by_session
 ENGINE = SummingMergeTree()
 PARTITION BY toYYYYMM(hour)
-ORDER BY (tenant, session_id, hour, provider, model, purpose)
+ORDER BY (tenant, hour, session_id, provider, model, purpose)
 AS SELECT
     toDateTime(intDiv(toUInt32(ts), 3600) * 3600) AS hour,
     tenant, session_id, provider, model, purpose,
@@ -39,3 +42,16 @@ AS SELECT
     sum(toUInt64(latency_ms)) AS latency_ms
 FROM usage_events
 GROUP BY hour, tenant, session_id, provider, model, purpose;
+
+-- Where each session's rows are: its tenant(s) and hours, ordered by session
+-- id so that `herald cost --session ID` and the session page find them with
+-- a primary-key lookup and then read only that slice.
+CREATE MATERIALIZED VIEW IF NOT EXISTS session_spans
+ENGINE = SummingMergeTree()
+ORDER BY (session_id, tenant, hour)
+AS SELECT
+    session_id, tenant,
+    toDateTime(intDiv(toUInt32(ts), 3600) * 3600) AS hour,
+    count() AS calls
+FROM usage_events
+GROUP BY session_id, tenant, hour;
