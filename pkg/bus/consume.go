@@ -165,6 +165,9 @@ func (w *Worker) call(ctx context.Context, msg jetstream.Msg) (err error) {
 			err = fmt.Errorf("handler panicked: %v", r)
 		}
 	}()
+	if msg, err = resolveMsg(ctx, w.js, msg); err != nil {
+		return err
+	}
 	return w.handler(ctx, msg)
 }
 

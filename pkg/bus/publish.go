@@ -29,7 +29,11 @@ func PublishJSON(ctx context.Context, js jetstream.JetStream, subject, id string
 }
 
 // Publish stores data on subject; id, when set, makes retries store it once.
+// A payload too large for one message is claim-checked (see claim.go).
 func Publish(ctx context.Context, js jetstream.JetStream, subject, id string, data []byte) error {
+	if len(data) > claimLimit(js) {
+		return publishClaim(ctx, js, subject, id, data)
+	}
 	var opts []jetstream.PublishOpt
 	if id != "" {
 		opts = append(opts, jetstream.WithMsgID(id))
@@ -56,10 +60,17 @@ func LastOnSubject(ctx context.Context, js jetstream.JetStream, stream, subject 
 	if err != nil {
 		return nil, err
 	}
-	return s.GetLastMsgForSubject(ctx, subject)
+	raw, err := s.GetLastMsgForSubject(ctx, subject)
+	if err != nil {
+		return nil, err
+	}
+	if raw.Data, err = Resolve(ctx, js, raw.Header, raw.Data); err != nil {
+		return nil, err
+	}
+	return raw, nil
 }
 
-// Header returns a fresh message for subject with data.
+// NewMsg returns a fresh message for subject with data.
 func NewMsg(subject string, data []byte) *nats.Msg {
 	m := nats.NewMsg(subject)
 	m.Data = data

@@ -103,6 +103,11 @@ func Ensure(ctx context.Context, js jetstream.JetStream, replicas int) error {
 			return fmt.Errorf("declare bucket %s: %w", cfg.Bucket, err)
 		}
 	}
+	claims := jetstream.ObjectStoreConfig{Bucket: BucketClaims, Storage: jetstream.FileStorage,
+		Replicas: max(replicas, 1), TTL: claimTTL}
+	if _, err := js.CreateOrUpdateObjectStore(ctx, claims); err != nil {
+		return fmt.Errorf("declare object store %s: %w", BucketClaims, err)
+	}
 	return nil
 }
 

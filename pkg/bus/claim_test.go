@@ -1,0 +1,77 @@
+package bus_test
+
+import (
+	"bytes"
+	"context"
+	"testing"
+	"time"
+
+	"github.com/heraldrun/herald/pkg/bus"
+	"github.com/heraldrun/herald/pkg/embedded"
+	"github.com/heraldrun/herald/pkg/heraldtest"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+	"github.com/stretchr/testify/require"
+)
+
+// smallBus is a server that accepts at most 256 KiB per message.
+func smallBus(t *testing.T) jetstream.JetStream {
+	srv, err := embedded.Start(embedded.Options{StoreDir: t.TempDir(), MaxPayload: 256 << 10, Log: zerolog.Nop()})
+	require.NoError(t, err)
+	t.Cleanup(srv.Shutdown)
+	nc, err := srv.Connect("test")
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	require.NoError(t, bus.Ensure(context.Background(), js, 1))
+	return js
+}
+
+func TestPayloadsOverTheServerLimitTravelByClaim(t *testing.T) {
+	js := smallBus(t)
+	big := bytes.Repeat([]byte("history "), 1<<17) // 1 MiB, four times the limit
+	got := make(chan []byte, 1)
+	w, err := bus.StartWorker(context.Background(), js, bus.ConsumerSpec{Stream: bus.StreamToolResults, Durable: "t",
+		FilterSubjects: []string{"herald.tool.result.>"}}, func(_ context.Context, m jetstream.Msg) error {
+		got <- m.Data()
+		return nil
+	}, heraldtest.Logger(t))
+	require.NoError(t, err)
+	defer w.Stop(context.Background())
+
+	subject := bus.ToolResult("s1", "c1")
+	require.NoError(t, bus.Publish(context.Background(), js, subject, "s1:c1", big))
+	select {
+	case data := <-got:
+		require.Equal(t, big, data, "the handler sees the whole payload")
+	case <-time.After(10 * time.Second):
+		t.Fatal("the claimed message never arrived")
+	}
+	raw, err := bus.LastOnSubject(context.Background(), js, bus.StreamToolResults, subject)
+	require.NoError(t, err)
+	require.Equal(t, big, raw.Data, "readers of stored messages see it whole too")
+
+	small := []byte("small")
+	require.NoError(t, bus.Publish(context.Background(), js, bus.ToolResult("s1", "c2"), "", small))
+	raw, err = bus.LastOnSubject(context.Background(), js, bus.StreamToolResults, bus.ToolResult("s1", "c2"))
+	require.NoError(t, err)
+	require.Empty(t, raw.Header.Get(bus.HeaderClaim), "small payloads travel inline")
+	require.Equal(t, small, raw.Data)
+}
+
+func TestAMissingClaimIsDeadLetteredWithItsName(t *testing.T) {
+	js := smallBus(t)
+	require.NoError(t, bus.Publish(context.Background(), js, bus.TasksSubject, "big", bytes.Repeat([]byte("x"), 512<<10)))
+	obj, err := js.ObjectStore(context.Background(), bus.BucketClaims)
+	require.NoError(t, err)
+	require.NoError(t, obj.Delete(context.Background(), "c-big"))
+	w, err := bus.StartWorker(context.Background(), js, bus.ConsumerSpec{Stream: bus.StreamTasks, Durable: "t",
+		FilterSubjects: []string{bus.TasksSubject}}, func(context.Context, jetstream.Msg) error { return nil }, heraldtest.Logger(t))
+	require.NoError(t, err)
+	defer w.Stop(context.Background())
+	require.Eventually(t, func() bool { return len(heraldtest.DeadLetters(t, js, bus.StreamTasks)) == 1 }, 10*time.Second, 10*time.Millisecond)
+	dl := heraldtest.DeadLetters(t, js, bus.StreamTasks)[0]
+	require.Contains(t, dl.Header.Get(bus.HeaderError), "c-big")
+	require.Equal(t, "c-big", dl.Header.Get(bus.HeaderClaim))
+}
