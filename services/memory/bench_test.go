@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -113,12 +115,22 @@ func BenchmarkIndexSaveLoad(b *testing.B) {
 		_, err := LoadIndex(path)
 		require.NoError(b, err)
 		b.ReportMetric(float64(saved.Milliseconds()), "save-ms")
+		if st, err := os.Stat(path); err == nil {
+			b.ReportMetric(float64(st.Size())/1e6, "file-MB")
+		}
 	}
 }
 
-// BenchmarkIndexBuild measures indexing 10,000 sessions from scratch.
+// BenchmarkIndexBuild measures indexing 10,000 sessions from scratch and
+// the memory the index holds.
 func BenchmarkIndexBuild(b *testing.B) {
+	var ix *Index
 	for b.Loop() {
-		benchIndex(b)
+		ix = benchIndex(b)
 	}
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	b.ReportMetric(float64(ms.HeapAlloc)/1e6, "heap-MB")
+	runtime.KeepAlive(ix)
 }
