@@ -59,41 +59,49 @@ func decodeMemoryArgs(raw string) (memoryArgs, error) {
 	return a, nil
 }
 
-// runMemory executes one memory tool call for tenant. A returned error is
-// the model's to fix (it becomes an error result); infrastructure failures
-// come back as infraErr so the call is retried.
+// runMemory executes one memory tool call for tenant. Mistakes the model
+// can fix come back as a failed outcome; infrastructure failures come back
+// as infraErr so the call is retried.
 func (s *Service) runMemory(ctx context.Context, tenant, rawArgs string) (out memoryOutcome, infraErr error) {
 	a, err := decodeMemoryArgs(rawArgs)
+	if err == nil {
+		err = refuseInjection(a.Content)
+	}
 	if err != nil {
 		return failed(a.Target, err), nil
 	}
-	if a.Content != "" {
-		if why := scanInjection(a.Content); why != "" {
-			return failed(a.Target, fmt.Errorf("%w (%s): memory is replayed into every future system prompt, so it must hold facts, not instructions; the entry was not saved", ErrInjection, why)), nil
-		}
-	}
-	limit := s.cfg.limit(a.Target)
-	var note string
-	change := func(entries []string) ([]string, error) {
-		var err error
-		entries, note, err = applyAction(a, entries, limit)
-		return entries, err
-	}
-	var entries []string
-	if a.Action == "read" {
-		entries, err = s.store.Entries(ctx, tenant, a.Target)
-		note = fmt.Sprintf("%d entries", len(entries))
-	} else {
-		entries, err = s.store.Update(ctx, tenant, a.Target, change)
+	entries, note, err := s.perform(ctx, tenant, a)
+	if isModelError(err) {
+		return failed(a.Target, err), nil
 	}
 	if err != nil {
-		if isModelError(err) {
-			return failed(a.Target, err), nil
-		}
 		return memoryOutcome{}, err
 	}
 	return memoryOutcome{Success: true, Target: a.Target, Message: note, Entries: entries,
-		Usage: fmt.Sprintf("%d/%d chars", joinedLen(entries), limit)}, nil
+		Usage: fmt.Sprintf("%d/%d chars", joinedLen(entries), s.cfg.limit(a.Target))}, nil
+}
+
+// perform reads the store or changes it with compare-and-set.
+func (s *Service) perform(ctx context.Context, tenant string, a memoryArgs) (entries []string, note string, err error) {
+	if a.Action == "read" {
+		entries, err = s.store.Entries(ctx, tenant, a.Target)
+		return entries, fmt.Sprintf("%d entries", len(entries)), err
+	}
+	limit := s.cfg.limit(a.Target)
+	entries, err = s.store.Update(ctx, tenant, a.Target, func(cur []string) ([]string, error) {
+		var next []string
+		var err error
+		next, note, err = applyAction(a, cur, limit)
+		return next, err
+	})
+	return entries, note, err
+}
+
+func refuseInjection(content string) error {
+	if why := scanInjection(content); why != "" {
+		return fmt.Errorf("%w (%s): memory is replayed into every future system prompt, so it must hold facts, not instructions; the entry was not saved", ErrInjection, why)
+	}
+	return nil
 }
 
 func failed(target string, err error) memoryOutcome {
@@ -101,6 +109,9 @@ func failed(target string, err error) memoryOutcome {
 }
 
 func isModelError(err error) bool {
+	if err == nil {
+		return false
+	}
 	for _, e := range []error{ErrInvalidArguments, ErrLimitExceeded, ErrInjection, ErrNoMatch, ErrAmbiguous} {
 		if errors.Is(err, e) {
 			return true
