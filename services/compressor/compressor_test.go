@@ -107,3 +107,33 @@ func TestMalformedRequestIsDeadLetteredAndServiceKeepsWorking(t *testing.T) {
 	res := request(t, b, &heraldpb.CompressRequest{RequestId: "ok", SessionId: "s1", Messages: agentHistory("goal", 10, 100)})
 	require.NotEmpty(t, res.Messages)
 }
+
+func TestParallelCallGroupsStayWholeAtBothBoundaries(t *testing.T) {
+	b := heraldtest.StartBus(t)
+	startService(t, b, noModelConfig())
+	parallel := func(step int) []*heraldpb.ChatMessage {
+		m := &heraldpb.ChatMessage{Role: "assistant", Content: "checking three files"}
+		var out []*heraldpb.ChatMessage
+		for i := range 3 {
+			id := fmt.Sprintf("p%d_%d", step, i)
+			m.ToolCalls = append(m.ToolCalls, &heraldpb.ToolCall{Id: id, Name: "read_file", Arguments: fmt.Sprintf(`{"path":"f%d.go"}`, i)})
+			out = append(out, result(id, "read_file", strings.Repeat("y", 2000)))
+		}
+		return append([]*heraldpb.ChatMessage{m}, out...)
+	}
+	msgs := []*heraldpb.ChatMessage{sys("s"), user("goal")}
+	for step := range 30 {
+		msgs = append(msgs, parallel(step)...)
+	}
+	msgs = append(msgs, asst("done"))
+	// Every cut lands inside a group of three results: it must move, not split it.
+	for _, first := range []int32{2, 3, 4} {
+		for _, last := range []int32{2, 3, 5, 6, 7} {
+			res := request(t, b, &heraldpb.CompressRequest{RequestId: fmt.Sprintf("p-%d-%d", first, last), SessionId: "p",
+				Messages: msgs, ProtectFirstN: first, ProtectLastN: last, ContextWindow: 50_000, Reason: ReasonOverflow})
+			requireWellFormed(t, res.Messages)
+			require.Len(t, summaries(res.Messages), 1)
+			require.Equal(t, contents(msgs[len(msgs)-int(last):]), contents(res.Messages[len(res.Messages)-int(last):]))
+		}
+	}
+}
