@@ -54,14 +54,21 @@ func (h *health) isCooling(index int) bool {
 func (h *health) servedBy(req *heraldpb.LLMRequest, index int) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	key := stickyKey(req)
 	if index == 0 {
-		delete(h.sticky, req.GetSessionId())
+		delete(h.sticky, key)
 		return
 	}
 	if len(h.sticky) >= maxSticky {
 		h.pruneLocked()
 	}
-	h.sticky[req.GetSessionId()] = stickyFallback{turn: req.GetTurn(), index: index, at: h.now()}
+	h.sticky[key] = stickyFallback{turn: req.GetTurn(), index: index, at: h.now()}
+}
+
+// stickyKey keeps a session's agent calls and its compression calls apart:
+// each follows its own chain through the turn.
+func stickyKey(req *heraldpb.LLMRequest) string {
+	return req.GetSessionId() + "\x00" + req.GetPurpose()
 }
 
 func (h *health) pruneLocked() {
@@ -78,7 +85,7 @@ func (h *health) pruneLocked() {
 func (h *health) startIndex(req *heraldpb.LLMRequest, n int) int {
 	start := 0
 	h.mu.Lock()
-	if s, ok := h.sticky[req.GetSessionId()]; ok && s.turn == req.GetTurn() {
+	if s, ok := h.sticky[stickyKey(req)]; ok && s.turn == req.GetTurn() {
 		start = s.index
 	}
 	h.mu.Unlock()

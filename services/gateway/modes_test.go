@@ -62,8 +62,9 @@ func history(r *rig, sid string) *heraldpb.LLMRequest {
 
 func TestEveryAPIModeConvertsBothWaysOverHTTP(t *testing.T) {
 	reply := scripted.Reply{Content: "Two files; reading a.txt.", Reasoning: "a.txt first.", ChunkChars: 4,
-		ToolCalls: []scripted.Call{{ID: "call_b", Name: "read_file", Args: `{"path":"a.txt"}`}},
-		Usage:     &scripted.Usage{PromptTokens: 500, CompletionTokens: 40, CachedTokens: 200, ReasoningTokens: 10}}
+		ToolCalls: []scripted.Call{{ID: "call_b", Name: "read_file", Args: `{"path":"a.txt"}`},
+			{ID: "call_c", Name: "read_file", Args: `{"path":"b.txt"}`}},
+		Usage: &scripted.Usage{PromptTokens: 500, CompletionTokens: 40, CachedTokens: 200, ReasoningTokens: 10}}
 	for _, mode := range []string{ModeChatCompletions, ModeCodexResponses, ModeAnthropicMessages} {
 		for _, stream := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/stream=%v", mode, stream), func(t *testing.T) {
@@ -79,10 +80,12 @@ func TestEveryAPIModeConvertsBothWaysOverHTTP(t *testing.T) {
 				require.Equal(t, "Two files; reading a.txt.", msg.GetContent())
 				require.Equal(t, "a.txt first.", msg.GetReasoning())
 				require.Equal(t, "tool_calls", resp.GetFinishReason())
-				require.Len(t, msg.GetToolCalls(), 1)
+				require.Len(t, msg.GetToolCalls(), 2, "parallel tool calls")
 				require.Equal(t, "call_b", msg.GetToolCalls()[0].GetId())
 				require.Equal(t, "read_file", msg.GetToolCalls()[0].GetName())
 				require.JSONEq(t, `{"path":"a.txt"}`, msg.GetToolCalls()[0].GetArguments())
+				require.Equal(t, "call_c", msg.GetToolCalls()[1].GetId())
+				require.JSONEq(t, `{"path":"b.txt"}`, msg.GetToolCalls()[1].GetArguments())
 				require.Equal(t, int64(500), resp.GetPromptTokens())
 				require.Equal(t, int64(300), resp.GetUsage().GetInputTokens())
 				require.Equal(t, int64(200), resp.GetUsage().GetCacheReadTokens())
