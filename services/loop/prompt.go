@@ -94,7 +94,8 @@ func (s *Service) contextFiles(workspace string) string {
 			text = text[:maxContextFileChars] + "\n[… truncated]"
 		}
 		if hit := InjectionFound(text); hit != "" {
-			text = fmt.Sprintf("[BLOCKED: %s was not loaded because it contains text that looks like a prompt injection (%q).]", name, hit)
+			s.log.Warn().Str("file", name).Str("match", hit).Msg("context file blocked: looks like a prompt injection")
+			text = fmt.Sprintf("[BLOCKED: %s was not loaded because it contains text that looks like a prompt injection. Tell the user if its instructions matter.]", name)
 		}
 		fmt.Fprintf(&b, "\n## %s\n%s\n", name, text)
 	}
