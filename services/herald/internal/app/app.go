@@ -37,6 +37,8 @@ type Options struct {
 	Listen string
 	// NATSConfigFile is an optional nats-server config for the embedded server.
 	NATSConfigFile string
+	// NATSMaxPayload caps one message on the embedded server (0: 8 MiB).
+	NATSMaxPayload int32
 	Log            zerolog.Logger
 	Instance       string
 	// ToolConcurrency and Pool tune a tool runner (herald serve).
@@ -101,7 +103,7 @@ func (a *App) connect(ctx context.Context, o Options) error {
 	var err error
 	if o.StoreDir != "" {
 		a.Server, err = embedded.Start(embedded.Options{StoreDir: o.StoreDir, Listen: o.Listen,
-			Log: o.Log, ConfigFile: o.NATSConfigFile})
+			Log: o.Log, ConfigFile: o.NATSConfigFile, MaxPayload: o.NATSMaxPayload})
 		if err != nil {
 			return err
 		}
