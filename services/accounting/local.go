@@ -24,6 +24,7 @@ import (
 // folder of its own.
 type LocalClickHouse struct {
 	dir      string
+	config   string
 	tcpPort  int
 	httpPort int
 	log      zerolog.Logger
@@ -48,7 +49,7 @@ func StartLocalClickHouse(ctx context.Context, dir string, log zerolog.Logger) (
 	if err != nil {
 		return nil, err
 	}
-	l := &LocalClickHouse{dir: dir, tcpPort: ports[0], httpPort: ports[1],
+	l := &LocalClickHouse{dir: dir, config: filepath.Join(dir, "config.xml"), tcpPort: ports[0], httpPort: ports[1],
 		log: log.With().Str("component", "clickhouse").Logger()}
 	if err := l.writeConfig(); err != nil {
 		return nil, err
@@ -74,7 +75,7 @@ func (l *LocalClickHouse) Restart(ctx context.Context) error {
 	if l.cmd != nil {
 		return errors.New("clickhouse-server is already running")
 	}
-	cmd := exec.Command("clickhouse-server", "--config-file="+filepath.Join(l.dir, "config.xml"))
+	cmd := exec.Command("clickhouse-server", "--config-file="+l.config)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	cmd.SysProcAttr = serverProcAttr()
