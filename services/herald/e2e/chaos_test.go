@@ -1,0 +1,226 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/heraldrun/herald/pkg/bus"
+	"github.com/heraldrun/herald/pkg/scripted"
+	"github.com/heraldrun/herald/proto"
+	"github.com/heraldrun/herald/proto/heraldpb"
+	"github.com/heraldrun/herald/services/loop"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/require"
+	gproto "google.golang.org/protobuf/proto"
+)
+
+// chaosScript: write a file, run a non-idempotent command, read the file,
+// answer — with model latency so kills land mid-call.
+func chaosScript() scripted.Script {
+	replies := []scripted.Reply{
+		{ToolCalls: []scripted.Call{{Name: "write_file", Args: `{"path":"notes.txt","content":"chaos"}`}}, Delay: 50 * time.Millisecond},
+		{ToolCalls: []scripted.Call{{Name: "terminal", Args: `{"command":"echo effect >> effects.log; sleep 0.2"}`}}, Delay: 50 * time.Millisecond},
+		{ToolCalls: []scripted.Call{{Name: "read_file", Args: `{"path":"notes.txt"}`}}, Delay: 50 * time.Millisecond},
+		{Content: "survived: the notes say chaos", Delay: 50 * time.Millisecond},
+	}
+	return func(r *scripted.Request) scripted.Reply { return replies[min(r.AssistantCount(), len(replies)-1)] }
+}
+
+var chaosRoles = []string{"system", "user", "assistant", "tool", "assistant", "tool", "assistant", "tool", "assistant"}
+
+// serviceSet keeps one process per service and replaces killed ones.
+type serviceSet struct {
+	c     *cluster
+	mu    sync.Mutex
+	procs map[string]*proc
+	kills atomic.Int64
+}
+
+func (s *serviceSet) start(name string) {
+	p := s.c.serve(name)
+	s.mu.Lock()
+	s.procs[name] = p
+	s.mu.Unlock()
+}
+
+// killOne kill -9s a random service and starts a replacement.
+func (s *serviceSet) killOne(rng *rand.Rand) string {
+	s.mu.Lock()
+	names := make([]string, 0, len(s.procs))
+	for n := range s.procs {
+		names = append(names, n)
+	}
+	name := names[rng.IntN(len(names))]
+	p := s.procs[name]
+	s.mu.Unlock()
+	p.kill9()
+	s.kills.Add(1)
+	s.start(name)
+	return name
+}
+
+func chaosSessions() int {
+	if n, err := strconv.Atoi(os.Getenv("HERALD_CHAOS_SESSIONS")); err == nil && n > 0 {
+		return n
+	}
+	return 24 // the short version that runs in CI; `make chaos` runs 200
+}
+
+// TestChaosKillsLoseNothing kills a random service at a random moment, again
+// and again, while sessions with tool calls run: every session must end with
+// the answer of an undisturbed run, no tool effect may happen twice, and no
+// usage event may be lost or counted twice in ClickHouse.
+func TestChaosKillsLoseNothing(t *testing.T) {
+	sessions := chaosSessions()
+	model, err := scripted.Start(chaosScript())
+	require.NoError(t, err)
+	defer model.Close()
+	root := t.TempDir()
+	dsn := freshClickHouse(t)
+	c := startCluster(t, map[string]string{"HERALD_BASE_URL": model.URL, "HERALD_MODEL": "gpt-4o-mini",
+		"HERALD_WORKSPACE": root, "HERALD_DATA_DIR": t.TempDir(), "HERALD_CLICKHOUSE_DSN": dsn})
+	set := &serviceSet{c: c, procs: map[string]*proc{}}
+	for _, n := range []string{"accounting", "memory", "toolrunner", "compressor", "gateway", "loop"} {
+		set.start(n)
+	}
+
+	tasks := make([]proto.Task, sessions)
+	for i := range tasks {
+		tasks[i] = NewTask("chaos task")
+		tasks[i].Workspace = tasks[i].SessionID
+		submit(t, c, tasks[i])
+	}
+	done := make(chan struct{})
+	killed := map[string]int{}
+	var killMu sync.Mutex
+	go func() {
+		rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7))
+		for {
+			select {
+			case <-done:
+				return
+			case <-time.After(time.Duration(150+rng.IntN(600)) * time.Millisecond):
+			}
+			name := set.killOne(rng)
+			killMu.Lock()
+			killed[name]++
+			killMu.Unlock()
+		}
+	}()
+	results := make([]proto.Result, len(tasks))
+	for i, task := range tasks {
+		results[i] = waitResult(t, c, task, 5*time.Minute)
+	}
+	close(done)
+
+	unknown := 0
+	for i, task := range tasks {
+		res := results[i]
+		require.Equal(t, proto.ExitTextResponse, res.ExitReason, "session %s: %s", task.SessionID, res.Error)
+		require.Equal(t, "survived: the notes say chaos", res.FinalResponse)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_, entries, err := loop.SessionTranscript(ctx, c.JS, task.SessionID)
+		cancel()
+		require.NoError(t, err)
+		var roles []string
+		outcomeUnknown := false
+		for _, e := range entries {
+			roles = append(roles, e.Message.Role)
+			outcomeUnknown = outcomeUnknown || (e.Message.Role == "tool" && strings.Contains(strings.ToLower(e.Message.Content), "outcome unknown"))
+		}
+		require.Equal(t, chaosRoles, roles, "session %s: no message lost or duplicated", task.SessionID)
+		effects, _ := os.ReadFile(filepath.Join(root, task.Workspace, "effects.log"))
+		n := strings.Count(string(effects), "effect")
+		require.LessOrEqual(t, n, 1, "session %s: the command ran twice", task.SessionID)
+		if n == 0 || outcomeUnknown {
+			unknown++
+			require.True(t, outcomeUnknown, "session %s: the command never ran, and the model was not told its outcome is unknown", task.SessionID)
+		}
+	}
+	dup, lost := checkUsage(t, c, dsn)
+	t.Logf("chaos: sessions=%d kills=%d (%v) duplicates=%d lost=%d outcome_unknown=%d", sessions, set.kills.Load(), killed, dup, lost, unknown)
+	require.Zero(t, dup, "usage events counted twice")
+	require.Zero(t, lost, "usage events lost")
+	require.Positive(t, set.kills.Load())
+}
+
+// checkUsage waits for the sink to drain the usage stream, then compares
+// ClickHouse with every model response stored on the bus: each attempt of
+// each response must have exactly one row.
+func checkUsage(t *testing.T, c *cluster, dsn string) (duplicates, lost int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	require.Eventually(t, func() bool {
+		s, err := c.JS.Stream(ctx, bus.StreamUsage)
+		if err != nil {
+			return false
+		}
+		info, err := s.Info(ctx)
+		return err == nil && info.State.Msgs == 0
+	}, 2*time.Minute, 200*time.Millisecond, "the usage stream never drained into ClickHouse")
+
+	opts, err := clickhouse.ParseDSN(dsn)
+	require.NoError(t, err)
+	conn, err := clickhouse.Open(opts)
+	require.NoError(t, err)
+	defer conn.Close()
+	rows, err := conn.Query(ctx, "SELECT event_id, count() FROM usage_events GROUP BY event_id")
+	require.NoError(t, err)
+	stored := map[string]uint64{}
+	for rows.Next() {
+		var id string
+		var n uint64
+		require.NoError(t, rows.Scan(&id, &n))
+		stored[id] = n
+		if n > 1 {
+			duplicates++
+		}
+	}
+	require.NoError(t, rows.Err())
+
+	cons, err := c.JS.OrderedConsumer(ctx, bus.StreamLLMResponses, jetstream.OrderedConsumerConfig{})
+	require.NoError(t, err)
+	s, err := c.JS.Stream(ctx, bus.StreamLLMResponses)
+	require.NoError(t, err)
+	info, err := s.Info(ctx)
+	require.NoError(t, err)
+	for i := uint64(0); i < info.State.Msgs; i++ {
+		m, err := cons.Next(jetstream.FetchMaxWait(5 * time.Second))
+		require.NoError(t, err)
+		resp := &heraldpb.LLMResponse{}
+		require.NoError(t, gproto.Unmarshal(m.Data(), resp))
+		for a := 1; a <= int(resp.Attempts); a++ {
+			if !hasAttempt(stored, resp.RequestId, a) {
+				lost++
+				t.Logf("no usage row for attempt %d of %s", a, resp.RequestId)
+			}
+		}
+	}
+	return duplicates, lost
+}
+
+// hasAttempt finds the row of one attempt: <request>:<attempt>, or
+// <request>:d<delivery>:<attempt> for attempts made after a redelivery.
+func hasAttempt(stored map[string]uint64, requestID string, attempt int) bool {
+	if stored[fmt.Sprintf("%s:%d", requestID, attempt)] > 0 {
+		return true
+	}
+	suffix := fmt.Sprintf(":%d", attempt)
+	for id := range stored {
+		if strings.HasPrefix(id, requestID+":d") && strings.HasSuffix(id, suffix) {
+			return true
+		}
+	}
+	return false
+}
