@@ -104,14 +104,16 @@ func (r *callRun) awaitUsage(ctx context.Context) {
 	r.billed = nil
 }
 
-// record stores the response on the request's reply subject (its id the
-// request id) and waits for the call's usage events.
+// record stores the call's usage events, then its response on the request's
+// reply subject (its id the request id). In that order: a gateway that dies
+// in between leaves a request without an answer, which is served again and
+// billed under new event ids; the reverse would leave an answer whose
+// redelivery is acknowledged with its usage never stored.
 func (r *callRun) record(ctx context.Context, resp *heraldpb.LLMResponse) error {
+	r.awaitUsage(ctx)
 	pctx, cancel := publishCtx(ctx)
 	defer cancel()
-	err := bus.PublishProto(pctx, r.s.js, r.req.GetReplySubject(), r.req.GetRequestId(), resp)
-	r.awaitUsage(ctx)
-	if err != nil {
+	if err := bus.PublishProto(pctx, r.s.js, r.req.GetReplySubject(), r.req.GetRequestId(), resp); err != nil {
 		return fmt.Errorf("publish response to %s: %w", r.req.GetRequestId(), err)
 	}
 	return nil
