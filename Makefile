@@ -6,7 +6,7 @@ MODULES   := ./pkg/... ./proto/... ./services/loop/... ./services/gateway/... ./
 PROTOC_GEN_GO_VERSION := v1.36.12
 TEST_TIMEOUT ?= 30m
 
-.PHONY: all build demo test test-short bench chaos proto proto-check vet fmt clean setup
+.PHONY: all build demo test bench chaos proto proto-check vet fmt clean setup
 
 all: build
 
@@ -32,6 +32,11 @@ fmt:
 
 bench: build
 	HERALD_BIN=$(CURDIR)/$(BIN) ./scripts/bench.sh
+
+# Fault injection: random kill -9 of any service over 200 sessions (CI runs 24).
+chaos: build
+	HERALD_BIN=$(CURDIR)/$(BIN) HERALD_CHAOS_SESSIONS=$${HERALD_CHAOS_SESSIONS:-200} $(GO) test -count=1 -v -timeout 60m \
+		-run 'TestChaos|TestNATSRestart' ./services/herald/e2e/ 2>&1 | grep -E '^(=== RUN|--- |ok|FAIL|PASS)|chaos:|restart:'
 
 proto:
 	./scripts/proto.sh
