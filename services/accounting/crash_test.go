@@ -120,7 +120,7 @@ func TestTwoSinksAtOnceCountEveryEventOnce(t *testing.T) {
 	// Each event is published three times under different message ids, as
 	// a publisher retrying past the duplicate window would, from three
 	// publishers at once, so copies land in batches of both sinks.
-	evs := manyEvents("pair", 600)
+	evs := manyEvents("pair", 300)
 	var wg sync.WaitGroup
 	for _, suffix := range []string{"", ":retry", ":retry2"} {
 		wg.Add(1)
@@ -136,7 +136,7 @@ func TestTwoSinksAtOnceCountEveryEventOnce(t *testing.T) {
 	waitDrained(t, b.JS, bus.StreamUsage)
 	rep, err := QueryCost(context.Background(), dsn, CostQuery{By: "model"})
 	require.NoError(t, err)
-	require.Equal(t, uint64(600), rep.Total.Calls)
-	require.Equal(t, uint64(600), scalar(t, dsn, "SELECT sum(calls) FROM usage_hourly"))
-	require.Equal(t, uint64(600), scalar(t, dsn, "SELECT count() FROM usage_events"))
+	require.Equal(t, uint64(300), rep.Total.Calls)
+	require.Equal(t, uint64(300), scalar(t, dsn, "SELECT sum(calls) FROM usage_hourly"))
+	require.Equal(t, uint64(300), scalar(t, dsn, "SELECT count() FROM usage_events"))
 }
