@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 	"github.com/heraldrun/herald/pkg/heraldtest"
 	"github.com/heraldrun/herald/pkg/scripted"
 	"github.com/heraldrun/herald/pkg/service"
+	"github.com/heraldrun/herald/proto/heraldpb"
 	"github.com/stretchr/testify/require"
 )
 
@@ -116,4 +118,28 @@ func TestBuiltinPricesCoverTheMainProviders(t *testing.T) {
 	}
 	mini, _ := p.Lookup("gpt-4o-mini")
 	require.Equal(t, 0.15, mini.Input, "the longest prefix wins over gpt-4o")
+}
+
+func TestTwoGatewaysShareTheWorkAndAnswerEachRequestOnce(t *testing.T) {
+	r := newRig(t, scripted.Conversation(scripted.Reply{Content: "ok", Delay: 20 * time.Millisecond}),
+		func(c *Config) { c.Concurrency = 2 })
+	nc, js := r.bus.Connect(t, "gateway-2")
+	second, err := New(r.cfg, service.Deps{NC: nc, JS: js, Log: heraldtest.Logger(t)})
+	require.NoError(t, err)
+	require.NoError(t, second.Start(context.Background()))
+	t.Cleanup(func() { _ = second.Shutdown(context.Background()) })
+
+	var reqs []*heraldpb.LLMRequest
+	for i := range 20 {
+		req := r.request(fmt.Sprintf("w%d", i), "hello")
+		reqs = append(reqs, req)
+		r.publish(req)
+	}
+	for _, req := range reqs {
+		require.Equal(t, "ok", r.awaitResponse(req, 10*time.Second).GetMessage().GetContent())
+	}
+	require.Equal(t, 20, r.model.Calls(), "no request was served twice")
+	require.Positive(t, r.svc.Stats().Calls)
+	require.Positive(t, second.Stats().Calls, "both gateways took work")
+	require.Equal(t, int64(20), r.svc.Stats().Calls+second.Stats().Calls)
 }
