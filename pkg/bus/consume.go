@@ -12,6 +12,11 @@ import (
 	"github.com/rs/zerolog"
 )
 
+const (
+	pullExpiry    = 10 * time.Second
+	pullHeartbeat = 2 * time.Second
+)
+
 // DefaultAckWait is how long a message a process took may go unanswered
 // before another process gets it.
 const DefaultAckWait = 5 * time.Second
@@ -92,7 +97,10 @@ func StartWorker(ctx context.Context, js jetstream.JetStream, spec ConsumerSpec,
 	if err != nil {
 		return nil, fmt.Errorf("consumer %s on %s: %w", spec.Durable, spec.Stream, err)
 	}
-	iter, err := cons.Messages(jetstream.PullMaxMessages(spec.Concurrency))
+	// Short pulls with frequent heartbeats notice a restarted or failed-over
+	// server within seconds rather than the client's default half-minute.
+	iter, err := cons.Messages(jetstream.PullMaxMessages(spec.Concurrency),
+		jetstream.PullExpiry(pullExpiry), jetstream.PullHeartbeat(pullHeartbeat))
 	if err != nil {
 		return nil, fmt.Errorf("consume %s: %w", spec.Durable, err)
 	}

@@ -224,3 +224,35 @@ func hasAttempt(stored map[string]uint64, requestID string, attempt int) bool {
 	}
 	return false
 }
+
+// TestNATSRestartMidRun restarts the NATS server (file store) while
+// sessions run: services reconnect and every session finishes once.
+func TestNATSRestartMidRun(t *testing.T) {
+	model, err := scripted.Start(chaosScript())
+	require.NoError(t, err)
+	defer model.Close()
+	root := t.TempDir()
+	c := startCluster(t, map[string]string{"HERALD_BASE_URL": model.URL, "HERALD_MODEL": "m",
+		"HERALD_WORKSPACE": root, "HERALD_DATA_DIR": t.TempDir()})
+	c.serve("memory", "toolrunner", "compressor", "gateway", "loop")
+	tasks := make([]proto.Task, 12)
+	for i := range tasks {
+		tasks[i] = NewTask("chaos task")
+		tasks[i].Workspace = tasks[i].SessionID
+		submit(t, c, tasks[i])
+	}
+	// Restart once the first session is under way.
+	require.Eventually(t, func() bool {
+		_, err := os.Stat(filepath.Join(root, tasks[0].Workspace, "notes.txt"))
+		return err == nil
+	}, time.Minute, 10*time.Millisecond)
+	c.restartServer()
+	for _, task := range tasks {
+		res := waitResult(t, c, task, 3*time.Minute)
+		require.Equal(t, proto.ExitTextResponse, res.ExitReason, "session %s: %s", task.SessionID, res.Error)
+		require.Equal(t, "survived: the notes say chaos", res.FinalResponse)
+		effects, _ := os.ReadFile(filepath.Join(root, task.Workspace, "effects.log"))
+		require.LessOrEqual(t, strings.Count(string(effects), "effect"), 1, "session %s: the command ran twice", task.SessionID)
+	}
+	t.Logf("restart: sessions=%d all finished after a NATS restart", len(tasks))
+}

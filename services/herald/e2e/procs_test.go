@@ -3,9 +3,11 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -23,6 +25,7 @@ import (
 // `herald serve` processes that tests can kill -9 and restart.
 type cluster struct {
 	t     *testing.T
+	store string
 	srv   *embedded.Server
 	URL   string
 	NC    *nats.Conn
@@ -40,9 +43,10 @@ type proc struct {
 
 func startCluster(t *testing.T, env map[string]string) *cluster {
 	t.Helper()
-	srv, err := embedded.Start(embedded.Options{StoreDir: t.TempDir(), Listen: "127.0.0.1:0", Log: heraldtestNop()})
+	store := t.TempDir()
+	srv, err := embedded.Start(embedded.Options{StoreDir: store, Listen: fmt.Sprintf("127.0.0.1:%d", freePort(t)), Log: heraldtestNop()})
 	require.NoError(t, err)
-	t.Cleanup(srv.Shutdown)
+	t.Cleanup(func() { srv.Shutdown() })
 	nc, err := nats.Connect(srv.ClientURL())
 	require.NoError(t, err)
 	t.Cleanup(nc.Close)
@@ -51,13 +55,25 @@ func startCluster(t *testing.T, env map[string]string) *cluster {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	require.NoError(t, bus.Ensure(ctx, js, 1))
-	c := &cluster{t: t, srv: srv, URL: srv.ClientURL(), NC: nc, JS: js, env: map[string]string{}}
+	c := &cluster{t: t, store: store, srv: srv, URL: srv.ClientURL(), NC: nc, JS: js, env: map[string]string{}}
 	for k, v := range env {
 		c.env[k] = v
 	}
 	c.env["HERALD_NATS_URL"] = c.URL
 	t.Cleanup(c.stopAll)
 	return c
+}
+
+// restartServer stops the NATS server and starts it again on the same
+// address and file store, as an operator's restart would.
+func (c *cluster) restartServer() {
+	c.t.Helper()
+	c.srv.Shutdown()
+	addr := strings.TrimPrefix(c.URL, "nats://")
+	srv, err := embedded.Start(embedded.Options{StoreDir: c.store, Listen: addr, Log: heraldtestNop()})
+	require.NoError(c.t, err)
+	c.srv = srv
+	c.t.Cleanup(srv.Shutdown)
 }
 
 // serve starts `herald serve names...` and returns the process.
