@@ -167,13 +167,14 @@ func TestNATSConfigNamesOnlyRealStreamsAndSubjects(t *testing.T) {
 	for _, b := range buckets {
 		streams["KV_"+b] = []string{"$KV." + b + ".>"}
 	}
+	streams["OBJ_"+bus.BucketClaims] = []string{"$O." + bus.BucketClaims + ".>"}
 	core := []string{bus.MemorySnapshotSubject, bus.ToolSpecsSubject, memory.SearchSubject, memory.RecallSubject}
 	deadLetter := map[string]bool{"MEMORY_SNAPSHOT": true} // memory's core requests dead-letter here
 	for s := range streams {
 		deadLetter[s] = true
 	}
-	api := regexp.MustCompile(`^\$JS\.API\.(?:STREAM\.(?:INFO|CREATE|UPDATE|MSG\.GET)|CONSUMER\.(?:CREATE|INFO|MSG\.NEXT|DELETE)|DIRECT\.GET)\.([A-Za-z0-9_-]+)(?:\.|$)`)
-	ack := regexp.MustCompile(`^\$JS\.ACK\.([A-Za-z0-9_-]+)\.`)
+	api := regexp.MustCompile(`^\$JS\.API\.(?:STREAM\.(?:INFO|CREATE|UPDATE|PURGE|MSG\.GET)|CONSUMER\.(?:CREATE|INFO|MSG\.NEXT|DELETE)|DIRECT\.GET)\.([A-Za-z0-9_-]+)(?:\.|$)`)
+	ack := regexp.MustCompile(`^\$JS\.(?:ACK|FC)\.([A-Za-z0-9_-]+)\.`)
 	for _, name := range append(slices.Clone(service.Names), "client") {
 		p := users[name].Permissions
 		subjects := append(slices.Clone(p.Publish.Allow), p.Subscribe.Allow...)
@@ -183,7 +184,7 @@ func TestNATSConfigNamesOnlyRealStreamsAndSubjects(t *testing.T) {
 		for _, subj := range subjects {
 			switch {
 			case subj == "_INBOX.>" || subj == "$JS.API.INFO":
-			case strings.HasPrefix(subj, "$JS.ACK."):
+			case strings.HasPrefix(subj, "$JS.ACK."), strings.HasPrefix(subj, "$JS.FC."):
 				m := ack.FindStringSubmatch(subj)
 				require.NotNil(t, m, "%s: %s", name, subj)
 				require.Contains(t, streams, m[1], "%s: %s acks on a stream Herald does not declare", name, subj)
@@ -194,6 +195,9 @@ func TestNATSConfigNamesOnlyRealStreamsAndSubjects(t *testing.T) {
 			case strings.HasPrefix(subj, "$KV."):
 				bucket := strings.Split(subj, ".")[1]
 				require.Contains(t, streams, "KV_"+bucket, "%s: %s names a bucket Herald does not declare", name, subj)
+			case strings.HasPrefix(subj, "$O."):
+				bucket := strings.Split(subj, ".")[1]
+				require.Contains(t, streams, "OBJ_"+bucket, "%s: %s names an object store Herald does not declare", name, subj)
 			case strings.HasPrefix(subj, "herald.dlq."):
 				require.True(t, deadLetter[strings.TrimPrefix(subj, "herald.dlq.")], "%s: %s", name, subj)
 			case strings.HasPrefix(subj, "herald."):

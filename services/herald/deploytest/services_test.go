@@ -18,7 +18,6 @@ import (
 	"github.com/heraldrun/herald/services/accounting"
 	"github.com/heraldrun/herald/services/herald/internal/app"
 	"github.com/heraldrun/herald/services/loop"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
@@ -59,67 +58,22 @@ func TestEveryServiceRunsUnderItsOwnUser(t *testing.T) {
 	dsn, stopCH, err := accounting.EnsureTestClickHouse(ctx, t.TempDir())
 	require.NoError(t, err)
 	t.Cleanup(stopCH)
-	srv, err := scripted.Start(model)
-	require.NoError(t, err)
-	t.Cleanup(srv.Close)
-
 	admin := s.connect(t, "admin")
 	require.NoError(t, bus.Ensure(ctx, admin.js, 1), "set-up: the admin declares streams first")
-
-	dir := t.TempDir()
-	cfg := config.Default()
-	cfg.DataDir = dir
-	cfg.Workspace = filepath.Join(dir, "workspace")
-	cfg.ClickHouseDSN = dsn
-	cfg.Primary = config.Provider{Provider: "openai", Model: "test-model", BaseURL: srv.URL}
-	cfg.Pricing = map[string]config.Price{"test-model": {Input: 1, Output: 2}}
-	cfg.Retry = config.Retry{BaseDelay: time.Millisecond, MaxDelay: 5 * time.Millisecond,
-		RateBaseDelay: time.Millisecond, RateMaxDelay: 5 * time.Millisecond, CallTimeout: 30 * time.Second}
-	require.NoError(t, os.MkdirAll(cfg.Workspace, 0o755))
-	require.NoError(t, os.WriteFile(filepath.Join(cfg.Workspace, "notes.txt"), []byte("I drink green tea every day.\n"), 0o644))
-
+	cfg := stackConfig(t, dsn)
 	for _, name := range service.Names {
-		c := cfg
-		c.NATSURL = s.url(name)
-		sctx, scancel := context.WithTimeout(ctx, 15*time.Second)
-		a, err := app.Start(sctx, app.Options{Config: c, Services: []string{name}, Instance: name,
-			Log: zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel), ConnectTimeout: 5 * time.Second})
-		scancel()
-		require.NoError(t, err, "service %s starts under user %s; server refused: %v", name, name, s.violations())
-		t.Cleanup(func() {
-			sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			a.Shutdown(sctx)
-		})
+		startService(t, s, cfg, name)
 	}
 
 	// A client submits the task and follows its events and result.
-	client := s.connect(t, "client")
 	task := proto.Task{Prompt: taskPrompt, SessionID: "s-deploy", TaskID: "t-deploy"}
-	events := make(chan *nats.Msg, 256)
-	_, err = client.nc.ChanSubscribe(bus.SessionEvents(task.SessionID), events)
-	require.NoError(t, err)
-	require.NoError(t, bus.PublishJSON(ctx, client.js, bus.TasksSubject, "task:"+task.TaskID, task))
-	var res proto.Result
-	require.Eventually(t, func() bool {
-		rctx, cancel := context.WithTimeout(ctx, time.Second)
-		defer cancel()
-		raw, err := bus.LastOnSubject(rctx, client.js, bus.StreamSessions, bus.SessionResult(task.SessionID))
-		return err == nil && json.Unmarshal(raw.Data, &res) == nil
-	}, 30*time.Second, 20*time.Millisecond, "no result; server refused: %v", s.violations())
+	res, events := runTask(t, s, task)
 	require.Equal(t, proto.ExitTextResponse, res.ExitReason)
 	require.Equal(t, "You like green tea.", res.FinalResponse)
-	require.NotEmpty(t, events, "the client received the session's events")
+	require.NotZero(t, events, "the client received the session's events")
 
 	// The tools really ran under their users: the file was read, memory written.
-	_, entries, err := loop.SessionTranscript(ctx, admin.js, task.SessionID)
-	require.NoError(t, err)
-	var tools []string
-	for _, e := range entries {
-		if e.GetMessage().GetRole() == "tool" {
-			tools = append(tools, e.GetMessage().GetContent())
-		}
-	}
+	tools := transcriptTools(t, s, task.SessionID)
 	require.Len(t, tools, 2)
 	require.Contains(t, tools[0], "green tea every day")
 	require.Contains(t, tools[1], `"success":true`)
@@ -163,6 +117,82 @@ func TestEveryServiceRunsUnderItsOwnUser(t *testing.T) {
 	}
 	requireNoDeadLetters(t, admin.js)
 	require.Empty(t, s.violations(), "no service needed a subject the config does not grant it")
+}
+
+// stackConfig is the configuration every in-process service gets: the
+// scripted model, a workspace holding notes.txt, ClickHouse at dsn.
+func stackConfig(t *testing.T, dsn string) config.Config {
+	t.Helper()
+	srv, err := scripted.Start(model)
+	require.NoError(t, err)
+	t.Cleanup(srv.Close)
+	dir := t.TempDir()
+	cfg := config.Default()
+	cfg.DataDir = dir
+	cfg.Workspace = filepath.Join(dir, "workspace")
+	cfg.ClickHouseDSN = dsn
+	cfg.Primary = config.Provider{Provider: "openai", Model: "test-model", BaseURL: srv.URL}
+	cfg.Pricing = map[string]config.Price{"test-model": {Input: 1, Output: 2}}
+	cfg.Retry = config.Retry{BaseDelay: time.Millisecond, MaxDelay: 5 * time.Millisecond,
+		RateBaseDelay: time.Millisecond, RateMaxDelay: 5 * time.Millisecond, CallTimeout: 30 * time.Second}
+	require.NoError(t, os.MkdirAll(cfg.Workspace, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(cfg.Workspace, "notes.txt"), []byte("I drink green tea every day.\n"), 0o644))
+	return cfg
+}
+
+// startService composes one service the way `herald serve <name>` does,
+// connected to the secured server as the service's own user.
+func startService(t *testing.T, s *secured, cfg config.Config, name string) {
+	t.Helper()
+	cfg.NATSURL = s.url(name)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	a, err := app.Start(ctx, app.Options{Config: cfg, Services: []string{name}, Instance: name,
+		Log: zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel), ConnectTimeout: 5 * time.Second})
+	require.NoError(t, err, "service %s starts under user %s; server refused: %v", name, name, s.violations())
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		a.Shutdown(ctx)
+	})
+}
+
+// runTask submits task as the client user and waits for its result,
+// returning it and how many of the session's events the client saw.
+func runTask(t *testing.T, s *secured, task proto.Task) (proto.Result, int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
+	defer cancel()
+	client := s.connect(t, "client")
+	events, err := client.nc.SubscribeSync(bus.SessionEvents(task.SessionID))
+	require.NoError(t, err)
+	require.NoError(t, bus.PublishJSON(ctx, client.js, bus.TasksSubject, "task:"+task.TaskID, task))
+	var res proto.Result
+	require.Eventually(t, func() bool {
+		rctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		raw, err := bus.LastOnSubject(rctx, client.js, bus.StreamSessions, bus.SessionResult(task.SessionID))
+		return err == nil && json.Unmarshal(raw.Data, &res) == nil
+	}, 30*time.Second, 20*time.Millisecond, "no result; server refused: %v", s.violations())
+	n, _, err := events.Pending()
+	require.NoError(t, err)
+	return res, n
+}
+
+// transcriptTools returns the tool messages of a session, read as admin.
+func transcriptTools(t *testing.T, s *secured, sid string) []string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, entries, err := loop.SessionTranscript(ctx, s.connect(t, "admin").js, sid)
+	require.NoError(t, err)
+	var tools []string
+	for _, e := range entries {
+		if e.GetMessage().GetRole() == "tool" {
+			tools = append(tools, e.GetMessage().GetContent())
+		}
+	}
+	return tools
 }
 
 func joinContents(msgs []*heraldpb.ChatMessage) string {
