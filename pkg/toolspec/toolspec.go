@@ -86,6 +86,13 @@ var builtins = map[string]Spec{
 					"status":  map[string]any{"type": "string", "enum": []string{"pending", "in_progress", "completed", "cancelled"}},
 				})},
 		})},
+	"session_search": {Name: "session_search", Service: "memory", ReadOnly: true, Idempotent: true,
+		Description: "Search the transcripts of past sessions (full text, ranked). Returns the best sessions, " +
+			"each with the messages around the match. With no query, lists the most recent sessions.",
+		Parameters: obj([]string{}, map[string]any{
+			"query": str("Words or a phrase to look for."),
+			"limit": integer("How many sessions to return (default 3, at most 10)."),
+		})},
 	"clarify": {Name: "clarify", Service: "toolrunner", Idempotent: true,
 		Description: "Ask the user a question and wait for the answer. Use only when you cannot proceed without it.",
 		Parameters: obj([]string{"question"}, map[string]any{
