@@ -1,6 +1,7 @@
 package accounting
 
 import (
+	"reflect"
 	"testing"
 
 	"github.com/heraldrun/herald/pkg/bus"
@@ -9,8 +10,8 @@ import (
 
 // FuzzUsageEvent feeds arbitrary herald.usage.<tenant> payloads to the sink's
 // decoder: garbage or an event without an id is a Permanent error (the
-// worker dead-letters it), and an accepted event becomes a row with one
-// value per column, whatever the numbers (negative tokens, huge latencies
+// sink dead-letters it), and an accepted event becomes one value in every
+// column, whatever the numbers (negative tokens, huge latencies
 // and attempts are clamped to the column types).
 // Seeds: testdata/fuzz/FuzzUsageEvent.
 func FuzzUsageEvent(f *testing.F) {
@@ -30,6 +31,10 @@ func checkRow(t *testing.T, k eventKind, data []byte) {
 		return
 	}
 	require.NotEmpty(t, r.id)
-	require.Len(t, r.values, len(k.columns))
-	require.Equal(t, r.id, r.values[0])
+	cols := k.toColumns([]row{r})
+	require.Len(t, cols, len(k.columns))
+	for i, col := range cols {
+		require.Equal(t, 1, reflect.ValueOf(col).Len(), "column %s", k.columns[i])
+	}
+	require.Equal(t, []string{r.id}, cols[0])
 }

@@ -109,4 +109,3 @@ func (o *outage) recovered(stored int) {
 		o.since, o.tries = time.Time{}, 0
 	}
 }
-

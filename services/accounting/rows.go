@@ -3,6 +3,7 @@ package accounting
 import (
 	"errors"
 	"fmt"
+	"google.golang.org/protobuf/proto"
 	"time"
 
 	"github.com/heraldrun/herald/pkg/bus"
@@ -11,8 +12,8 @@ import (
 
 // row is one decoded event ready for its table.
 type row struct {
-	id     string
-	values []any
+	id string
+	ev proto.Message
 }
 
 // eventKind is one stream the sink drains into one table.
@@ -24,6 +25,9 @@ type eventKind struct {
 	idTable string // materialized view of stored ids, ordered by id
 	columns []string
 	decode  func(data []byte) (row, error)
+	// toColumns lays rows out as one typed slice per column, in columns'
+	// order: appending whole columns avoids boxing every value.
+	toColumns func(rows []row) []any
 }
 
 var usageKind = eventKind{
@@ -36,7 +40,8 @@ var usageKind = eventKind{
 		"provider", "model", "api_mode", "input_tokens", "output_tokens", "cache_read_tokens",
 		"cache_write_tokens", "reasoning_tokens", "cost_nano_usd", "price_source", "latency_ms",
 		"status", "error_class", "attempt", "is_fallback"},
-	decode: decodeUsage,
+	decode:    decodeUsage,
+	toColumns: usageColumns,
 }
 
 var toolKind = eventKind{
@@ -47,34 +52,52 @@ var toolKind = eventKind{
 	idTable: "tool_event_ids",
 	columns: []string{"event_id", "ts", "tenant", "session_id", "task_id", "call_id", "tool", "runner",
 		"duration_ms", "status", "output_bytes"},
-	decode: decodeTool,
+	decode:    decodeTool,
+	toColumns: toolColumns,
 }
 
 var errNoEventID = errors.New("event has no event_id")
 
 func decodeUsage(data []byte) (row, error) {
-	var e heraldpb.UsageEvent
-	if err := bus.Decode(data, &e); err != nil {
+	e := &heraldpb.UsageEvent{}
+	if err := bus.Decode(data, e); err != nil {
 		return row{}, err
 	}
 	if e.GetEventId() == "" {
 		return row{}, bus.Permanent(fmt.Errorf("malformed usage event: %w", errNoEventID))
 	}
-	u := e.GetUsage()
-	return row{id: e.GetEventId(), values: []any{
-		e.GetEventId(), eventTime(e.GetTsUnixMs()), orDefault(e.GetTenant()), e.GetSessionId(),
-		e.GetParentSessionId(), e.GetTaskId(), orDefault(e.GetPurpose()), e.GetProvider(), e.GetModel(),
-		e.GetApiMode(), count(u.GetInputTokens()), count(u.GetOutputTokens()),
-		count(u.GetCacheReadTokens()), count(u.GetCacheWriteTokens()), count(u.GetReasoningTokens()),
-		e.GetCostNanoUsd(), e.GetPriceSource(), uint32(clamp(e.GetLatencyMs(), 1<<32-1)),
-		orOK(e.GetStatus()), e.GetErrorClass(), uint16(clamp(int64(e.GetAttempt()), 1<<16-1)),
-		boolByte(e.GetIsFallback()),
-	}}, nil
+	return row{id: e.GetEventId(), ev: e}, nil
+}
+
+func usageColumns(rows []row) []any {
+	n := len(rows)
+	var (
+		ids, tenant, session, parent, task, purpose     = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		provider, model, mode, source, status, class    = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		in, out, cacheRead, cacheWrite, reasoning, cost = make([]uint64, n), make([]uint64, n), make([]uint64, n), make([]uint64, n), make([]uint64, n), make([]uint64, n)
+		ts                                              = make([]time.Time, n)
+		latency                                         = make([]uint32, n)
+		attempt                                         = make([]uint16, n)
+		fallback                                        = make([]uint8, n)
+	)
+	for i, r := range rows {
+		e := r.ev.(*heraldpb.UsageEvent)
+		u := e.GetUsage()
+		ids[i], ts[i], tenant[i], session[i] = r.id, eventTime(e.GetTsUnixMs()), orDefault(e.GetTenant()), e.GetSessionId()
+		parent[i], task[i], purpose[i] = e.GetParentSessionId(), e.GetTaskId(), orDefault(e.GetPurpose())
+		provider[i], model[i], mode[i] = e.GetProvider(), e.GetModel(), e.GetApiMode()
+		in[i], out[i], cacheRead[i] = count(u.GetInputTokens()), count(u.GetOutputTokens()), count(u.GetCacheReadTokens())
+		cacheWrite[i], reasoning[i], cost[i] = count(u.GetCacheWriteTokens()), count(u.GetReasoningTokens()), e.GetCostNanoUsd()
+		source[i], latency[i], status[i] = e.GetPriceSource(), uint32(clamp(e.GetLatencyMs(), 1<<32-1)), orOK(e.GetStatus())
+		class[i], attempt[i], fallback[i] = e.GetErrorClass(), uint16(clamp(int64(e.GetAttempt()), 1<<16-1)), boolByte(e.GetIsFallback())
+	}
+	return []any{ids, ts, tenant, session, parent, task, purpose, provider, model, mode, in, out, cacheRead,
+		cacheWrite, reasoning, cost, source, latency, status, class, attempt, fallback}
 }
 
 func decodeTool(data []byte) (row, error) {
-	var e heraldpb.ToolEvent
-	if err := bus.Decode(data, &e); err != nil {
+	e := &heraldpb.ToolEvent{}
+	if err := bus.Decode(data, e); err != nil {
 		return row{}, err
 	}
 	id := e.GetEventId()
@@ -84,11 +107,25 @@ func decodeTool(data []byte) (row, error) {
 	if id == "" {
 		return row{}, bus.Permanent(fmt.Errorf("malformed tool event: %w", errNoEventID))
 	}
-	return row{id: id, values: []any{
-		id, eventTime(e.GetTsUnixMs()), orDefault(e.GetTenant()), e.GetSessionId(), e.GetTaskId(),
-		e.GetCallId(), e.GetTool(), e.GetRunner(), uint32(clamp(e.GetDurationMs(), 1<<32-1)),
-		orOK(e.GetStatus()), count(e.GetOutputBytes()),
-	}}, nil
+	return row{id: id, ev: e}, nil
+}
+
+func toolColumns(rows []row) []any {
+	n := len(rows)
+	var (
+		ids, tenant, session, task, call, tool, runner, status = make([]string, n), make([]string, n), make([]string, n),
+			make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		ts       = make([]time.Time, n)
+		duration = make([]uint32, n)
+		size     = make([]uint64, n)
+	)
+	for i, r := range rows {
+		e := r.ev.(*heraldpb.ToolEvent)
+		ids[i], ts[i], tenant[i], session[i], task[i] = r.id, eventTime(e.GetTsUnixMs()), orDefault(e.GetTenant()), e.GetSessionId(), e.GetTaskId()
+		call[i], tool[i], runner[i] = e.GetCallId(), e.GetTool(), e.GetRunner()
+		duration[i], status[i], size[i] = uint32(clamp(e.GetDurationMs(), 1<<32-1)), orOK(e.GetStatus()), count(e.GetOutputBytes())
+	}
+	return []any{ids, ts, tenant, session, task, call, tool, runner, duration, status, size}
 }
 
 // eventTime is the event's time in whole seconds (the DateTime grain);

@@ -19,28 +19,29 @@ func (s *store) insertNew(ctx context.Context, k eventKind, rows []row) (int, er
 	if err != nil {
 		return 0, err
 	}
+	fresh := rows[:0:0]
+	for _, r := range rows {
+		if !stored[r.id] {
+			fresh = append(fresh, r)
+		}
+	}
+	if len(fresh) == 0 {
+		return 0, nil
+	}
 	batch, err := s.conn.PrepareBatch(ctx, "INSERT INTO "+k.table+" ("+strings.Join(k.columns, ", ")+")")
 	if err != nil {
 		return 0, fmt.Errorf("prepare insert into %s: %w", k.table, err)
 	}
 	defer batch.Abort()
-	n := 0
-	for _, r := range rows {
-		if stored[r.id] {
-			continue
+	for i, col := range k.toColumns(fresh) {
+		if err := batch.Column(i).Append(col); err != nil {
+			return 0, fmt.Errorf("append column %s of %s: %w", k.columns[i], k.table, err)
 		}
-		if err := batch.Append(r.values...); err != nil {
-			return 0, fmt.Errorf("append to %s: %w", k.table, err)
-		}
-		n++
-	}
-	if n == 0 {
-		return 0, nil
 	}
 	if err := batch.Send(); err != nil {
-		return 0, fmt.Errorf("insert %d rows into %s: %w", n, k.table, err)
+		return 0, fmt.Errorf("insert %d rows into %s: %w", len(fresh), k.table, err)
 	}
-	return n, nil
+	return len(fresh), nil
 }
 
 // storedIDs returns which of the rows' ids are already in ClickHouse.
