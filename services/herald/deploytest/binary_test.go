@@ -83,8 +83,9 @@ func TestComposeToolRunnerServesWithItsEnvironment(t *testing.T) {
 	res, _ := runTask(t, s, task)
 	require.Equal(t, proto.ExitTextResponse, res.ExitReason, "tool runner output:\n%s", stderr.String())
 	tools := transcriptTools(t, s, task.SessionID)
-	require.Len(t, tools, 2)
+	require.Len(t, tools, 3)
 	require.Contains(t, tools[0], "green tea every day", "the containerised runner read the file")
+	require.Contains(t, tools[1], "the user answered: green", "and heard the client's answer")
 	require.Empty(t, s.violations(), "the runner needed nothing its user is not granted")
 	select {
 	case err := <-done:
