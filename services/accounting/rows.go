@@ -66,6 +66,9 @@ func decodeUsage(data []byte) (row, error) {
 	if e.GetEventId() == "" {
 		return row{}, bus.Permanent(fmt.Errorf("malformed usage event: %w", errNoEventID))
 	}
+	if err := checkTime(e.GetTsUnixMs()); err != nil {
+		return row{}, bus.Permanent(fmt.Errorf("malformed usage event %s: %w", e.GetEventId(), err))
+	}
 	return row{id: e.GetEventId(), ev: e}, nil
 }
 
@@ -107,6 +110,9 @@ func decodeTool(data []byte) (row, error) {
 	if id == "" {
 		return row{}, bus.Permanent(fmt.Errorf("malformed tool event: %w", errNoEventID))
 	}
+	if err := checkTime(e.GetTsUnixMs()); err != nil {
+		return row{}, bus.Permanent(fmt.Errorf("malformed tool event %s: %w", id, err))
+	}
 	return row{id: id, ev: e}, nil
 }
 
@@ -126,6 +132,18 @@ func toolColumns(rows []row) []any {
 		duration[i], status[i], size[i] = uint32(clamp(e.GetDurationMs(), 1<<32-1)), orOK(e.GetStatus()), count(e.GetOutputBytes())
 	}
 	return []any{ids, ts, tenant, session, task, call, tool, runner, duration, status, size}
+}
+
+// maxEventMs is the last instant a DateTime column holds (2106-02-07).
+const maxEventMs = (1<<32 - 1) * 1000
+
+// checkTime refuses a time ClickHouse cannot store: one such row would make
+// every insert of its batch fail, holding the whole stream up.
+func checkTime(ms int64) error {
+	if ms > maxEventMs {
+		return fmt.Errorf("ts_unix_ms %d is past what ClickHouse's DateTime holds", ms)
+	}
+	return nil
 }
 
 // eventTime is the event's time in whole seconds (the DateTime grain);

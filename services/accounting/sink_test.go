@@ -101,9 +101,10 @@ func TestMalformedUsageIsDeadLetteredAndTheSinkKeepsGoing(t *testing.T) {
 	ctx := context.Background()
 	require.NoError(t, bus.Publish(ctx, b.JS, bus.UsageSubject("acme"), "junk", []byte("\xff\xff not protobuf")))
 	require.NoError(t, bus.PublishProto(ctx, b.JS, bus.UsageSubject("acme"), "noid", &heraldpb.UsageEvent{Model: "m"}))
+	publishUsage(t, b.JS, "", usageEvent("far-future", "acme", "s1", "m", time.Unix(1<<33, 0), 1, 1, 7))
 	publishUsage(t, b.JS, "", usageEvent("good", "acme", "s1", "m", time.Now(), 1, 1, 7))
 
-	require.Eventually(t, func() bool { return len(heraldtest.DeadLetters(t, b.JS, bus.StreamUsage)) == 2 },
+	require.Eventually(t, func() bool { return len(heraldtest.DeadLetters(t, b.JS, bus.StreamUsage)) == 3 },
 		10*time.Second, 20*time.Millisecond)
 	var reasons []string
 	for _, dl := range heraldtest.DeadLetters(t, b.JS, bus.StreamUsage) {
@@ -112,6 +113,7 @@ func TestMalformedUsageIsDeadLetteredAndTheSinkKeepsGoing(t *testing.T) {
 	}
 	require.Contains(t, reasons[0], "malformed")
 	require.Contains(t, reasons[1], "no event_id")
+	require.Contains(t, reasons[2], "past what ClickHouse's DateTime holds")
 	waitDrained(t, b.JS, bus.StreamUsage)
 	require.Equal(t, uint64(1), scalar(t, dsn, "SELECT count() FROM usage_events WHERE event_id = 'good'"))
 }
