@@ -121,6 +121,19 @@ func TestEveryServiceRunsUnderItsOwnUser(t *testing.T) {
 			return err == nil && info.State.Msgs == 0
 		}, 20*time.Second, 20*time.Millisecond, "work queue %s not drained", name)
 	}
+	// An interrupt from the client reaches the loop's control consumer (and
+	// the gateway's subscription) and is acknowledged under the loop's user.
+	client := s.connect(t, "client")
+	require.NoError(t, bus.PublishJSON(ctx, client.js, bus.SessionInterrupt(task.SessionID), "", proto.Interrupt{Reason: "test"}))
+	require.Eventually(t, func() bool {
+		cons, err := admin.js.Consumer(ctx, bus.StreamControl, "loop-control")
+		if err != nil {
+			return false
+		}
+		info, err := cons.Info(ctx)
+		return err == nil && info.Delivered.Consumer >= 1 && info.NumAckPending == 0
+	}, 20*time.Second, 20*time.Millisecond, "the interrupt was not handled; server refused: %v", s.violations())
+
 	requireNoDeadLetters(t, admin.js)
 	require.Empty(t, s.violations(), "no service needed a subject the config does not grant it")
 }
