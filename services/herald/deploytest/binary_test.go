@@ -87,6 +87,7 @@ func TestComposeToolRunnerServesWithItsEnvironment(t *testing.T) {
 	require.Contains(t, tools[0], "green tea every day", "the containerised runner read the file")
 	require.Contains(t, tools[1], "the user answered: green", "and heard the client's answer")
 	require.Empty(t, s.violations(), "the runner needed nothing its user is not granted")
+	require.NotContains(t, stderr.String(), password("toolrunner"), "the runner's output never shows its NATS password")
 	select {
 	case err := <-done:
 		t.Fatalf("herald serve toolrunner exited: %v\n%s", err, stderr.String())
