@@ -126,6 +126,10 @@ func (s *Service) onModelError(t *txn, resp *heraldpb.LLMResponse) error {
 		return s.finish(t, proto.ExitBudgetExhausted, "", errText)
 	case "timeout":
 		return s.finish(t, proto.ExitTimeout, "", errText)
+	case "context_overflow", "payload_too_large":
+		if ok, err := s.onOverflow(t); ok {
+			return err
+		}
 	}
 	if st.Step >= st.MaxIterations-1 {
 		return s.finish(t, proto.ExitErrorNearMaxIterations, "", errText)

@@ -18,7 +18,7 @@ func (s *Service) finish(t *txn, reason, final, errText string) error {
 	res := proto.Result{
 		SessionID: st.SessionID, TaskID: st.TaskID, FinalResponse: final, ExitReason: reason,
 		APICalls: st.APICalls, Iterations: st.Step, CostUSD: st.CostUSD, Error: errText,
-		Usage: st.Usage,
+		Usage: st.Usage, ContinuedAs: st.LogSID,
 	}
 	sid, turn := st.SessionID, st.Turn
 	t.effect(func(ctx context.Context) error {

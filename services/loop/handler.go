@@ -96,13 +96,23 @@ const (
 )
 
 // requestModel asks the gateway for the next response. scaffold messages go
-// to the model with this request only; a grace call has no tools.
+// to the model with this request only; a grace call has no tools. A history
+// over the compression threshold is compressed first.
 func (s *Service) requestModel(t *txn, scaffold []scaffoldMsg, kind requestKind) error {
+	if kind != retry && s.needsCompression(t, s.wireToolsFor(t.st, kind == graceCall)) {
+		return s.requestCompression(t, scaffold, kind, reasonPreflight)
+	}
+	return s.sendModelRequest(t, scaffold, kind)
+}
+
+// sendModelRequest publishes the model request of the next step or attempt.
+func (s *Service) sendModelRequest(t *txn, scaffold []scaffoldMsg, kind requestKind) error {
 	st := t.st
 	grace := kind == graceCall
 	if kind == nextStep {
 		st.Step++
 		st.Attempt = 0
+		st.OverflowCompressions = 0
 	} else {
 		st.Attempt++
 	}

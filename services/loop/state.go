@@ -45,6 +45,9 @@ type Pending struct {
 	RequestID string        `json:"request_id,omitempty"`
 	Calls     []PendingCall `json:"calls,omitempty"`
 	Segment   int           `json:"segment,omitempty"`
+	// Resume is the model request (requestKind) a compression holds back.
+	Resume int    `json:"resume,omitempty"`
+	Reason string `json:"reason,omitempty"`
 	// Scaffold is the retry scaffolding sent with the pending model call; it
 	// is re-sent on redelivery but never persisted in the transcript.
 	Scaffold []scaffoldMsg `json:"scaffold,omitempty"`
@@ -103,6 +106,16 @@ type State struct {
 	Compressions     int    `json:"compressions,omitempty"`
 	WeakCompressions int    `json:"weak_compressions,omitempty"`
 	NoCompress       bool   `json:"no_compress,omitempty"`
+	CompressAttempts int    `json:"compress_attempts,omitempty"`
+	// LastSaving is the share of tokens the last compression saved.
+	LastSaving float64 `json:"last_saving,omitempty"`
+	// OverflowCompressions counts compressions forced by overflow errors on
+	// the current model call.
+	OverflowCompressions int `json:"overflow_compressions,omitempty"`
+	// LogSID is the log holding the current transcript after a compression
+	// (<sid>-c<n>); Logs are the earlier ones, oldest first.
+	LogSID string   `json:"log_sid,omitempty"`
+	Logs   []string `json:"logs,omitempty"`
 }
 
 // resetTurnCounters clears what one turn's retries and repairs counted.

@@ -50,16 +50,16 @@ func (t *transcripts) append(ctx context.Context, sid string, turn, from int, ms
 	return nil
 }
 
-// load returns the first n messages of the session's transcript, from the
-// cache when it is current for rev, else from the stream.
-func (t *transcripts) load(ctx context.Context, sid string, rev uint64, n int) ([]*heraldpb.ChatMessage, error) {
+// load returns the first n messages of the session's transcript (kept in
+// log), from the cache when it is current for rev, else from the stream.
+func (t *transcripts) load(ctx context.Context, sid, log string, rev uint64, n int) ([]*heraldpb.ChatMessage, error) {
 	t.mu.Lock()
 	c := t.cache[sid]
 	t.mu.Unlock()
 	if c != nil && c.rev == rev && len(c.msgs) >= n {
 		return c.msgs[:n:n], nil
 	}
-	msgs, err := ReadTranscript(ctx, t.js, sid, n)
+	msgs, err := ReadTranscript(ctx, t.js, log, n)
 	if err != nil {
 		return nil, err
 	}

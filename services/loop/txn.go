@@ -87,7 +87,7 @@ func (s *Service) advanceOnce(ctx context.Context, sid string, decide func(t *tx
 	}
 	t := &txn{s: s, st: st, rev: rev}
 	if st != nil {
-		if t.msgs, err = s.tr.load(ctx, sid, rev, st.TranscriptLen); err != nil {
+		if t.msgs, err = s.tr.load(ctx, sid, st.logID(), rev, st.TranscriptLen); err != nil {
 			return err
 		}
 	}
@@ -98,7 +98,7 @@ func (s *Service) advanceOnce(ctx context.Context, sid string, decide func(t *tx
 		return fmt.Errorf("session %s: transition produced no state", sid)
 	}
 	if len(t.appended) > 0 {
-		if err := s.tr.append(ctx, sid, t.st.Turn, len(t.msgs), t.appended...); err != nil {
+		if err := s.tr.append(ctx, t.st.logID(), t.st.Turn, len(t.msgs), t.appended...); err != nil {
 			return err
 		}
 	}
