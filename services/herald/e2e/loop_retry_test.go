@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/heraldrun/herald/pkg/config"
 	"github.com/heraldrun/herald/pkg/scripted"
 	"github.com/heraldrun/herald/proto"
 	"github.com/stretchr/testify/require"
@@ -110,4 +111,26 @@ func TestLoopStillTruncatedAfterThreeContinuations(t *testing.T) {
 	require.Equal(t, proto.ExitTruncated, res.ExitReason)
 	require.Equal(t, "more more more more ", res.FinalResponse)
 	require.Len(t, convo(h, task.Prompt), 4, "the first call and 3 continuations")
+}
+
+func TestLoopEmptyAnswersMoveToTheFallbackProvider(t *testing.T) {
+	h := Start(t, func(r *scripted.Request) scripted.Reply {
+		if r.Model == "backup-model" {
+			return scripted.Text("answered by the fallback")
+		}
+		return scripted.Reply{}
+	}, withConfig(func(c *config.Config) {
+		c.FallbackProviders = []config.Provider{{Provider: "openai", Model: "backup-model", BaseURL: c.Primary.BaseURL}}
+	}))
+	task := NewTask("answer me somehow")
+	res := h.Run(task)
+	require.Equal(t, proto.ExitTextResponse, res.ExitReason)
+	require.Equal(t, "answered by the fallback", res.FinalResponse)
+	reqs := convo(h, task.Prompt)
+	require.Len(t, reqs, 5, "the first call, 3 retries on the primary, then the fallback")
+	for _, r := range reqs[:4] {
+		require.Equal(t, "test-model", r.Model)
+	}
+	require.Equal(t, "backup-model", reqs[4].Model)
+	require.Equal(t, "system,user,assistant", roles(h.Transcript(task.SessionID)))
 }
