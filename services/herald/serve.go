@@ -12,7 +12,7 @@ func cmdServe(ctx context.Context, args []string, cio cliIO) int {
 	fs := newFlagSet("serve", cio.err)
 	var c common
 	c.register(fs)
-	concurrency := fs.Int("concurrency", 0, "calls this process works on at once (tool runner default: number of CPUs)")
+	concurrency := fs.Int("concurrency", 0, "calls each service of this process works on at once (default: tool runner the number of CPUs, gateway 64, loop 64)")
 	pool := fs.String("pool", "", "tool-runner pool: take only calls of tasks that name this pool")
 	instance := fs.String("name", "", "instance name shown in results and tool events (default host-pid)")
 	names, err := parseInterspersed(fs, args)
@@ -30,7 +30,7 @@ func cmdServe(ctx context.Context, args []string, cio cliIO) int {
 	}
 	log := c.logger(cio.err, "info")
 	a, err := app.Start(ctx, app.Options{Config: cfg, Services: names, Log: log, Instance: *instance,
-		ToolConcurrency: *concurrency, Pool: *pool, ConnectTimeout: 30 * time.Second})
+		Concurrency: *concurrency, Pool: *pool, ConnectTimeout: 30 * time.Second})
 	if err != nil {
 		fmt.Fprintln(cio.err, "herald serve:", err)
 		return exitFail

@@ -126,7 +126,7 @@ func BenchmarkConcurrentSessions(b *testing.B) {
 		reply.Delay = latency
 		return reply
 	}
-	h := Start(b, script, WithToolConcurrency(256), WithConfig(func(c *config.Config) { c.Tenant = "bench" }))
+	h := Start(b, script, WithConcurrency(1024), WithConfig(func(c *config.Config) { c.Tenant = "bench" }))
 	require.NoError(b, os.WriteFile(filepath.Join(h.Workspace, "data.txt"), []byte("some data\n"), 0o644))
 	for i := 0; i < b.N; i++ {
 		tasks := make([]proto.Task, sessions)

@@ -100,10 +100,13 @@ func WithConfig(f func(*config.Config)) Option {
 	return func(c *config.Config, _ *app.Options) { f(c) }
 }
 
-// WithToolConcurrency sets how many calls the tool runner runs at once.
-func WithToolConcurrency(n int) Option {
-	return func(_ *config.Config, o *app.Options) { o.ToolConcurrency = n }
+// WithConcurrency sets how many calls each service works on at once.
+func WithConcurrency(n int) Option {
+	return func(_ *config.Config, o *app.Options) { o.Concurrency = n }
 }
+
+// WithToolConcurrency is WithConcurrency, named for tests about tool runs.
+func WithToolConcurrency(n int) Option { return WithConcurrency(n) }
 
 // Start runs every service in-process against a scripted model.
 func Start(t testing.TB, script scripted.Script, opts ...Option) *H {

@@ -41,9 +41,10 @@ type Options struct {
 	NATSMaxPayload int32
 	Log            zerolog.Logger
 	Instance       string
-	// ToolConcurrency and Pool tune a tool runner (herald serve).
-	ToolConcurrency int
-	Pool            string
+	// Concurrency caps the calls each service of this process works on at
+	// once (0: each service's default); Pool names a tool runner's pool.
+	Concurrency int
+	Pool        string
 	// ConnectTimeout bounds waiting for a remote NATS (serve).
 	ConnectTimeout time.Duration
 }
@@ -146,8 +147,8 @@ func build(name string, o Options, deps service.Deps) (service.Service, error) {
 		return memory.New(memory.ConfigFrom(c), deps)
 	case "toolrunner":
 		cfg := toolrunner.ConfigFrom(c)
-		if o.ToolConcurrency > 0 {
-			cfg.Concurrency = o.ToolConcurrency
+		if o.Concurrency > 0 {
+			cfg.Concurrency = o.Concurrency
 		}
 		if o.Pool != "" {
 			cfg.Pool = o.Pool
@@ -156,9 +157,17 @@ func build(name string, o Options, deps service.Deps) (service.Service, error) {
 	case "compressor":
 		return compressor.New(compressor.ConfigFrom(c), deps)
 	case "gateway":
-		return gateway.New(gateway.ConfigFrom(c), deps)
+		cfg := gateway.ConfigFrom(c)
+		if o.Concurrency > 0 {
+			cfg.Concurrency = o.Concurrency
+		}
+		return gateway.New(cfg, deps)
 	case "loop":
-		return loop.New(loop.ConfigFrom(c), deps)
+		cfg := loop.ConfigFrom(c)
+		if o.Concurrency > 0 {
+			cfg.Concurrency = o.Concurrency
+		}
+		return loop.New(cfg, deps)
 	}
 	return nil, fmt.Errorf("%w %q", ErrUnknownService, name)
 }
