@@ -60,7 +60,7 @@ func toolsChars(tools []*heraldpb.ToolSpec) int {
 // the provider's last report or the chars/4 estimate of the history and
 // tools, whichever is larger (the report lags one step behind).
 func (s *Service) promptTokens(t *txn, tools []*heraldpb.ToolSpec) int64 {
-	est := models.EstimateTokens(historyChars(t.history()) + toolsChars(tools))
+	est := models.EstimateTokens(historyChars(t.msgs) + historyChars(t.appended) + toolsChars(tools))
 	return max(est, t.st.PromptTokens)
 }
 

@@ -45,7 +45,7 @@ func (t *txn) state(name string) {
 	t.event(proto.Event{Type: proto.EventState, State: name, Step: t.st.Step})
 	t.s.log.Debug().Str("session_id", t.st.SessionID).Int("turn", t.st.Turn).Int("step", t.st.Step).
 		Str("state", name).Int64("tokens", t.st.Usage.InputTokens+t.st.Usage.OutputTokens+t.st.Usage.CacheReadTokens).
-		Msg("state transition")
+		Str("fingerprint", t.st.LastFingerprint).Msg("state transition")
 }
 
 const (
