@@ -79,6 +79,7 @@ func (s *Service) onTruncated(t *txn, m *heraldpb.ChatMessage) error {
 		return s.finish(t, proto.ExitTruncated, final, "the response was still cut off after 3 continuations")
 	}
 	st.Continuations++
+	t.retryEvent("the answer was cut off by the output limit; asking for the rest")
 	return s.requestModel(t, []scaffoldMsg{
 		{Role: "assistant", Content: st.PartialContent},
 		{Role: "user", Content: nudgeContinue},
@@ -97,15 +98,19 @@ func (s *Service) onEmpty(t *txn, m *heraldpb.ChatMessage) error {
 	switch {
 	case afterTools && !st.NudgedAfterTools:
 		st.NudgedAfterTools = true
+		t.retryEvent("empty answer after tool results; nudging the model")
 		return s.requestModel(t, []scaffoldMsg{{Role: "user", Content: nudgeAfterTools}}, retry)
 	case thinking && st.ThinkingRetries < maxThinkingRetries:
 		st.ThinkingRetries++
+		t.retryEvent("the model only reasoned; asking for the answer")
 		return s.requestModel(t, []scaffoldMsg{{Role: "user", Content: nudgeThinking}}, retry)
 	case !thinking && st.EmptyRetries < maxEmptyRetries:
 		st.EmptyRetries++
+		t.retryEvent("empty answer; retrying")
 		return s.requestModel(t, []scaffoldMsg{{Role: "user", Content: nudgeEmpty}}, retry)
 	case !st.PreferFallback:
 		st.PreferFallback = true
+		t.retryEvent("empty answers persist; trying the fallback provider")
 		return s.requestModel(t, []scaffoldMsg{{Role: "user", Content: nudgeEmpty}}, retry)
 	}
 	explanation := fmt.Sprintf("The model returned no usable answer %d times in a row (empty or reasoning only, including a try on the fallback provider), so the turn was stopped.", st.Attempt+1)
@@ -160,4 +165,9 @@ func (s *Service) checkPressure(t *txn, resp *heraldpb.LLMResponse) {
 	st.LastPressureMs, st.LastPressurePct = now, level
 	t.event(proto.Event{Type: proto.EventContextPressure, Percent: pct, Tokens: resp.PromptTokens, Model: st.Model,
 		Message: fmt.Sprintf("the conversation uses %d%% of %s's %d-token context window", pct, st.Model, window)})
+}
+
+// retryEvent tells watchers the loop is asking again, and why.
+func (t *txn) retryEvent(why string) {
+	t.event(proto.Event{Type: proto.EventRetry, Attempt: t.st.Attempt + 1, Step: t.st.Step, Message: why})
 }

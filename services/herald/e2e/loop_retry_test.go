@@ -3,6 +3,7 @@ package e2e
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/heraldrun/herald/pkg/config"
 	"github.com/heraldrun/herald/pkg/scripted"
@@ -59,6 +60,10 @@ func TestLoopEmptyAndThinkingOnlyRetryCounts(t *testing.T) {
 			}
 			msgs := h.Transcript(task.SessionID)
 			require.Equal(t, "system,user", roles(msgs), "no empty or scaffolding message persisted")
+			require.Eventually(t, func() bool {
+				return len(h.EventsOfType(task.SessionID, proto.EventRetry)) == tc.requests-1
+			}, 5*time.Second, 10*time.Millisecond, "one retry event per retry")
+			require.Contains(t, stateNames(t, h, task.SessionID), proto.StateErrorHandling)
 		})
 	}
 }
