@@ -83,30 +83,108 @@ func parseRange(s string) (string, time.Duration, error) {
 	return s, d, nil
 }
 
-// overview runs the panels' queries at once; each reads a roll-up (tool
-// latency reads raw tool_events, tenant and time first in its sort key).
+// overview runs the panels' queries at once: one over the hourly roll-up
+// broken down by time bucket, model, tenant, purpose and provider (a few
+// thousand rows, added up here for every panel but two), the top sessions
+// from the per-session roll-up, and tool latency from tool_events.
 func (s *store) overview(ctx context.Context, q overviewQuery, now time.Time) (Overview, error) {
 	plan := planUsage(usageFilter{Since: q.Since, Tenant: q.Tenant}, now)
 	ov := Overview{Tenant: q.Tenant, Range: q.Range, From: plan.from}
-	var providers []CostRow
-	group := func(by string, limit int, out *[]CostRow) func() error {
-		return func() (err error) {
-			*out, err = s.groupUsage(ctx, plan, keyFor(by), limit)
-			return err
-		}
-	}
+	var c cube
 	err := parallel(
-		group("model", 0, &ov.Models),
-		group("session", 10, &ov.Sessions),
-		group("tenant", 10, &ov.Tenants),
-		group("purpose", 0, &ov.Purposes),
-		group("provider", 0, &providers),
-		func() (err error) { ov.Spend, err = s.spendSeries(ctx, plan, q.Since); return err },
+		func() (err error) { c, err = s.usageCube(ctx, plan, q.Since); return err },
+		func() (err error) { ov.Sessions, err = s.groupUsage(ctx, plan, keyFor("session"), 10); return err },
 		func() (err error) { ov.Tools, err = s.toolLatency(ctx, plan); return err },
 	)
+	if err != nil {
+		return ov, err
+	}
+	ov.Models, ov.Tenants, ov.Purposes = c.models.sorted(0), c.tenants.sorted(10), c.purposes.sorted(0)
 	ov.Total = totalOf(ov.Models)
-	ov.Providers = providerHealth(providers)
-	return ov, err
+	ov.Providers = providerHealth(c.providers.sorted(0))
+	ov.Spend = c.series()
+	return ov, nil
+}
+
+// cube is usage broken down every way the overview shows it.
+type cube struct {
+	grain                                string
+	step                                 int64
+	models, tenants, purposes, providers costRows
+	cost                                 map[string]map[int64]uint64 // model → bucket start → nano USD
+	starts                               map[int64]bool
+}
+
+// costRows adds CostRows up by key.
+type costRows map[string]*CostRow
+
+func (m costRows) add(key string, r CostRow) {
+	if m[key] == nil {
+		m[key] = &CostRow{Key: key}
+	}
+	m[key].add(r)
+}
+
+// sorted lists the rows most expensive first (then by key), at most limit
+// of them when limit > 0, as groupUsage orders them.
+func (m costRows) sorted(limit int) []CostRow {
+	out := make([]CostRow, 0, len(m))
+	for _, r := range m {
+		r.CostUSD = nanoToUSD(r.CostNanoUSD)
+		out = append(out, *r)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].CostNanoUSD != out[j].CostNanoUSD {
+			return out[i].CostNanoUSD > out[j].CostNanoUSD
+		}
+		return out[i].Key < out[j].Key
+	})
+	if limit > 0 && len(out) > limit {
+		out = out[:limit]
+	}
+	return out
+}
+
+// cubeSep separates the parts of a cube key; it does not occur in names.
+const cubeSep = "\x1F"
+
+// usageCube buckets by hour for windows up to two days, else by day.
+func (s *store) usageCube(ctx context.Context, plan usagePlan, since time.Duration) (cube, error) {
+	c := cube{grain: "day", step: 86400, models: costRows{}, tenants: costRows{}, purposes: costRows{},
+		providers: costRows{}, cost: map[string]map[int64]uint64{}, starts: map[int64]bool{}}
+	bucket := "intDiv(toUInt32(hour), 86400) * 86400"
+	if since > 0 && since <= 48*time.Hour {
+		c.grain, c.step, bucket = "hour", 3600, "toUInt32(hour)"
+	}
+	sep := "'" + cubeSep + "'"
+	key := "concat(toString(" + bucket + "), " + sep + ", model, " + sep + ", tenant, " + sep + ", purpose, " + sep + ", provider)"
+	rows, err := s.groupUsage(ctx, plan, groupKey{expr: key}, 0)
+	if err != nil {
+		return c, err
+	}
+	for _, r := range rows {
+		parts := strings.Split(r.Key, cubeSep)
+		if len(parts) != 5 {
+			continue
+		}
+		at, _ := strconv.ParseInt(parts[0], 10, 64)
+		model := parts[1]
+		c.models.add(model, r)
+		c.tenants.add(parts[2], r)
+		c.purposes.add(parts[3], r)
+		c.providers.add(parts[4], r)
+		if c.cost[model] == nil {
+			c.cost[model] = map[int64]uint64{}
+		}
+		c.cost[model][at] += r.CostNanoUSD
+		c.starts[at] = true
+	}
+	return c, nil
+}
+
+func (c cube) series() SpendSeries {
+	fillGaps(c.starts, c.step)
+	return buildSeries(c.grain, c.cost, c.starts)
 }
 
 // parallel runs fs at once and returns the first of their errors.
@@ -127,35 +205,6 @@ func parallel(fs ...func() error) error {
 		}
 	}
 	return nil
-}
-
-// spendSeries buckets cost by hour for windows up to two days, else by day.
-func (s *store) spendSeries(ctx context.Context, plan usagePlan, since time.Duration) (SpendSeries, error) {
-	grain, bucket := "day", "intDiv(toUInt32(hour), 86400) * 86400"
-	if since > 0 && since <= 48*time.Hour {
-		grain, bucket = "hour", "toUInt32(hour)"
-	}
-	rows, err := s.groupUsage(ctx, plan, groupKey{expr: "concat(toString(" + bucket + "), '|', model)"}, 0)
-	if err != nil {
-		return SpendSeries{}, err
-	}
-	cost := map[string]map[int64]uint64{}
-	starts := map[int64]bool{}
-	for _, r := range rows {
-		sec, model, _ := strings.Cut(r.Key, "|")
-		at, _ := strconv.ParseInt(sec, 10, 64)
-		if cost[model] == nil {
-			cost[model] = map[int64]uint64{}
-		}
-		cost[model][at] += r.CostNanoUSD
-		starts[at] = true
-	}
-	step := int64(86400)
-	if grain == "hour" {
-		step = 3600
-	}
-	fillGaps(starts, step)
-	return buildSeries(grain, cost, starts), nil
 }
 
 // maxBuckets bounds the chart; longer spans keep only the buckets with data.
