@@ -204,15 +204,12 @@ func providerMessage(body string) string {
 			Message string `json:"message"`
 		}
 		var s string
-		switch {
-		case json.Unmarshal(shaped.Error, &inner) == nil && inner.Message != "":
-			return truncate(inner.Message, maxProviderMessageLen)
-		case json.Unmarshal(shaped.Error, &s) == nil && s != "":
-			return truncate(s, maxProviderMessageLen)
-		case shaped.Message != "":
-			return truncate(shaped.Message, maxProviderMessageLen)
-		case shaped.Detail != "":
-			return truncate(shaped.Detail, maxProviderMessageLen)
+		_ = json.Unmarshal(shaped.Error, &inner)
+		_ = json.Unmarshal(shaped.Error, &s)
+		for _, m := range []string{inner.Message, s, shaped.Message, shaped.Detail} {
+			if m = strings.TrimSpace(m); m != "" {
+				return truncate(m, maxProviderMessageLen)
+			}
 		}
 	}
 	if strings.HasPrefix(trimmed, "<") {
