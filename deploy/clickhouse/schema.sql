@@ -30,7 +30,8 @@ CREATE TABLE IF NOT EXISTS usage_events (
     is_fallback        UInt8
 ) ENGINE = ReplacingMergeTree()
 PARTITION BY toYYYYMM(ts)
-ORDER BY (tenant, ts, event_id);
+ORDER BY (tenant, ts, event_id)
+SETTINGS index_granularity = 1024;
 
 CREATE TABLE IF NOT EXISTS tool_events (
     event_id     String,
@@ -46,7 +47,8 @@ CREATE TABLE IF NOT EXISTS tool_events (
     output_bytes UInt64
 ) ENGINE = ReplacingMergeTree()
 PARTITION BY toYYYYMM(ts)
-ORDER BY (tenant, ts, event_id);
+ORDER BY (tenant, ts, event_id)
+SETTINGS index_granularity = 1024;
 
 
 -- 002_event_ids

@@ -93,21 +93,30 @@ func BenchmarkCostQuery(b *testing.B) {
 	settleMerges(b, st)
 	now := time.Now()
 
+	type benchQuery struct {
+		CostQuery
+		alignedNow bool
+	}
 	queries := []struct {
 		name string
-		q    CostQuery
+		q    benchQuery
 	}{
-		{"by-model-all", CostQuery{By: "model"}},
-		{"by-day-30d", CostQuery{By: "day", Since: 30 * 24 * time.Hour}},
-		{"by-tenant-24h", CostQuery{By: "tenant", Since: 24 * time.Hour}},
-		{"by-purpose-7d-tenant", CostQuery{By: "purpose", Since: 7 * 24 * time.Hour, Tenant: "tenant-3"}},
-		{"by-session-24h", CostQuery{By: "session", Since: 24 * time.Hour}},
-		{"one-session", CostQuery{By: "model", Session: fmt.Sprintf("session-%d", rows/80)}},
+		{"by-model-all", benchQuery{CostQuery: CostQuery{By: "model"}}},
+		{"by-day-30d", benchQuery{CostQuery: CostQuery{By: "day", Since: 30 * 24 * time.Hour}}},
+		{"by-tenant-24h", benchQuery{CostQuery: CostQuery{By: "tenant", Since: 24 * time.Hour}}},
+		{"by-tenant-24h-hourly", benchQuery{CostQuery: CostQuery{By: "tenant", Since: 24 * time.Hour}, alignedNow: true}},
+		{"by-purpose-7d-tenant", benchQuery{CostQuery: CostQuery{By: "purpose", Since: 7 * 24 * time.Hour, Tenant: "tenant-3"}}},
+		{"by-session-24h", benchQuery{CostQuery: CostQuery{By: "session", Since: 24 * time.Hour}}},
+		{"one-session", benchQuery{CostQuery: CostQuery{By: "model", Session: fmt.Sprintf("session-%d", rows/80)}}},
 	}
 	for i := 0; i < b.N; i++ {
 		for _, tc := range queries {
-			rollup := latencies(b, 30, func() { _, err := st.queryCost(ctx, tc.q, now); require.NoError(b, err) })
-			raw := latencies(b, 5, func() { rawQuery(b, st, tc.q, now) })
+			at := now
+			if tc.q.alignedNow {
+				at = now.Truncate(time.Hour) // no partial hour: roll-up only
+			}
+			rollup := latencies(b, 30, func() { _, err := st.queryCost(ctx, tc.q.CostQuery, at); require.NoError(b, err) })
+			raw := latencies(b, 5, func() { rawQuery(b, st, tc.q.CostQuery, at) })
 			b.Logf("%-22s roll-up p50 %6.1f ms p95 %6.1f ms | raw p50 %7.1f ms p95 %7.1f ms",
 				tc.name, rollup[0], rollup[1], raw[0], raw[1])
 			b.ReportMetric(rollup[1], tc.name+"-p95-ms")

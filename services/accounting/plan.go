@@ -107,7 +107,7 @@ func (p usagePlan) source(k groupKey) (string, []any) {
 		return " WHERE " + strings.Join(conds, " AND ")
 	}
 	q := "(SELECT " + cols + ", " + sums + " FROM " + rollup + where("hour", p.edge, time.Time{})
-	if !p.from.IsZero() {
+	if p.from.Before(p.edge) {
 		rawCols := "toDateTime(intDiv(toUInt32(ts), 3600) * 3600) AS hour, " + strings.TrimPrefix(cols, "hour, ")
 		q += " UNION ALL SELECT " + rawCols + ", " + rawSums + " FROM usage_events" + where("ts", p.from, p.edge)
 	}
