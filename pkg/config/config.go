@@ -75,6 +75,12 @@ type Retry struct {
 	CallTimeout   time.Duration `yaml:"call_timeout"`
 }
 
+// Budgets cap spending in USD (beyond Hermes): per tenant, in total; a
+// task's own cap is its max_cost_usd.
+type Budgets struct {
+	Tenants map[string]float64 `yaml:"tenants"`
+}
+
 // MCPServer is a stdio MCP server whose tools the tool runner offers.
 type MCPServer struct {
 	Command string            `yaml:"command"`
@@ -97,6 +103,7 @@ type Config struct {
 	Delegation     Delegation           `yaml:"delegation"`
 	Approvals      Approvals            `yaml:"approvals"`
 	Pricing        map[string]Price     `yaml:"pricing"`
+	Budgets        Budgets              `yaml:"budgets"`
 	ContextWindows map[string]int       `yaml:"context_windows"`
 	ToolOutput     ToolOutput           `yaml:"tool_output"`
 	Retry          Retry                `yaml:"retry"`
@@ -261,6 +268,9 @@ func (c Config) Validate() error {
 	}
 	for i, p := range c.FallbackProviders {
 		check(p.Model != "", "fallback_providers[%d].model is required", i)
+	}
+	for tenant, b := range c.Budgets.Tenants {
+		check(b >= 0, "budgets.tenants.%s must not be negative", tenant)
 	}
 	for m, p := range c.Pricing {
 		check(p.Input >= 0 && p.Output >= 0 && p.CacheRead >= 0 && p.CacheWrite >= 0, "pricing.%s: prices must not be negative", m)

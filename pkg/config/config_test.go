@@ -21,6 +21,8 @@ fallback_providers:
   - {provider: openai, model: gpt-4o, api_key_env: FB_KEY}
 pricing:
   my-model: {input: 1, output: 2}
+budgets:
+  tenants: {acme: 25.5}
 `), 0o644))
 	cfg := Default()
 	require.NoError(t, cfg.readFile(path, true))
@@ -34,6 +36,7 @@ pricing:
 	require.Equal(t, 12, cfg.Agent.MaxTurns)
 	require.Equal(t, 20, cfg.Compression.ProtectLastN, "defaults survive a partial file")
 	require.Equal(t, 2.0, cfg.Pricing["my-model"].Output)
+	require.Equal(t, 25.5, cfg.Budgets.Tenants["acme"])
 }
 
 func TestModelAsPlainString(t *testing.T) {

@@ -51,6 +51,7 @@ func ConfigFrom(c config.Config) Config {
 		Retry:             c.Retry,
 		Pricing:           c.Pricing,
 		Tenant:            c.Tenant,
+		TenantBudgetsUSD:  c.Budgets.Tenants,
 		RateLimitCooldown: DefaultRateLimitCooldown,
 		Concurrency:       DefaultConcurrency,
 	}.withDefaults()
