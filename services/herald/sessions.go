@@ -168,8 +168,7 @@ func searchSessions(ctx context.Context, js jetstream.JetStream, query string, l
 	for _, h := range hits {
 		fmt.Fprintf(cio.out, "%s (score %.2f)\n", h.SessionID, h.Score)
 		for _, m := range h.Window {
-			data, _ := json.Marshal(m)
-			fmt.Fprintf(cio.out, "  %s\n", shorten(string(data), 200))
+			fmt.Fprintf(cio.out, "  [%s] %s\n", m.Role, shorten(m.Text, 200))
 		}
 	}
 	return nil
