@@ -23,6 +23,7 @@ const (
 	nudgeThinking   = "You reasoned but wrote no answer. Write your answer (or your next tool call) now."
 	nudgeContinue   = "Your previous reply was cut off by the output limit. Continue exactly where it stopped, without repeating anything."
 	nudgeRepeat     = "You have made the same tool call with the same result several times in a row. Do not repeat it: use what you already found, try something different, or give your final answer."
+	warnLastStep    = "Budget warning: this is your last step with tools. Finish the most important remaining action now; after it, tools are disabled and you will be asked for a summary."
 	graceMaxIter    = "You have used all the steps this task allows, so tools are now disabled. Reply with a summary of what you have done, what you found, and what remains undone."
 )
 

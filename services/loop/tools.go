@@ -175,7 +175,10 @@ func (s *Service) completeStep(t *txn) error {
 	}
 	var scaffold []scaffoldMsg
 	if st.RepeatCount == s.cfg.RepeatThreshold-1 {
-		scaffold = []scaffoldMsg{{Role: "user", Content: nudgeRepeat}}
+		scaffold = append(scaffold, scaffoldMsg{Role: "user", Content: nudgeRepeat})
+	}
+	if st.MaxIterations > 1 && st.MaxIterations-(st.Step-st.Refunds) == 1 {
+		scaffold = append(scaffold, scaffoldMsg{Role: "user", Content: warnLastStep})
 	}
 	return s.requestModel(t, scaffold, nextStep)
 }

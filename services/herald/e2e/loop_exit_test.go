@@ -60,13 +60,16 @@ func TestLoopMaxIterationsEndsWithAGraceCallWithoutTools(t *testing.T) {
 	for _, r := range reqs[:2] {
 		require.NotEmpty(t, r.Tools)
 	}
+	require.NotContains(t, reqs[0].LastMessage().Text(), "Budget warning")
+	require.Contains(t, reqs[1].LastMessage().Text(), "Budget warning", "the last step with tools is announced")
+	requireWellFormed(t, reqs[1])
 	grace := reqs[2]
 	require.Empty(t, grace.Tools, "the grace call has tools disabled")
 	require.Equal(t, "user", grace.LastMessage().Role)
 	require.Contains(t, grace.LastMessage().Text(), "tools are now disabled")
 	requireWellFormed(t, grace)
 	msgs := h.Transcript(task.SessionID)
-	requireNoScaffolding(t, msgs, "tools are now disabled")
+	requireNoScaffolding(t, msgs, "tools are now disabled", "Budget warning")
 	require.Equal(t, "system,user,assistant,tool,assistant,tool,assistant", roles(msgs))
 	require.Equal(t, res.FinalResponse, msgs[len(msgs)-1].Content)
 }
