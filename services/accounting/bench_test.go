@@ -46,6 +46,11 @@ func BenchmarkSinkIngest(b *testing.B) {
 		// event: a figure the machine's other load does not inflate much.
 		b.ReportMetric(float64((processCPU()-cpu0).Microseconds())/float64(n), "cpu-µs/event")
 		require.Equal(b, uint64(n), scalar(b, dsn, "SELECT count() FROM usage_events"))
+		if cons, err := bb.JS.Consumer(context.Background(), bus.StreamUsage, usageKind.durable); err == nil {
+			info, _ := cons.Info(context.Background())
+			b.Logf("drained %d events in %s; deliveries %d (%d redelivered)", n, elapsed.Round(time.Millisecond),
+				info.Delivered.Consumer, info.NumRedelivered)
+		}
 	}
 }
 

@@ -35,7 +35,7 @@ type Config struct {
 
 // Defaults.
 const (
-	DefaultBatchSize     = 10000
+	DefaultBatchSize     = 20000
 	DefaultFlushInterval = 200 * time.Millisecond
 	DefaultAckWait       = 30 * time.Second
 )
