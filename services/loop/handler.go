@@ -270,6 +270,7 @@ func (s *Service) handleToolResult(ctx context.Context, msg jetstream.Msg) error
 			return nil
 		}
 		st.Pending.Calls[i].Done = true
+		t.inHand = res
 		return s.onToolsProgress(ctx, t)
 	})
 }

@@ -150,7 +150,7 @@ func (s *Service) completeStep(t *txn) error {
 	for _, c := range st.Pending.Calls {
 		content := c.Result
 		if !c.Local {
-			res, err := s.loadResult(ctx, st.SessionID, c.CallID)
+			res, err := t.result(ctx, c.CallID)
 			if err != nil {
 				return err
 			}
@@ -234,4 +234,12 @@ func (s *Service) loadResult(ctx context.Context, sid, callID string) (*heraldpb
 		return nil, fmt.Errorf("result of call %s: %w", callID, err)
 	}
 	return res, nil
+}
+
+// result is a call's stored result: the one in hand, else from the stream.
+func (t *txn) result(ctx context.Context, callID string) (*heraldpb.ToolResult, error) {
+	if t.inHand != nil && t.inHand.CallId == callID {
+		return t.inHand, nil
+	}
+	return t.s.loadResult(ctx, t.st.SessionID, callID)
 }

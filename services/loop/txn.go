@@ -23,6 +23,9 @@ type txn struct {
 	effects  []func(context.Context) error
 	events   []proto.Event
 	noop     bool
+	// inHand is the tool result this transition was handed; completing a
+	// step reads it from here instead of from the stream.
+	inHand *heraldpb.ToolResult
 }
 
 // history is the transcript as it will be after this transition.
