@@ -28,6 +28,8 @@ func (s *sink) storeBatch(stopping, work context.Context, b fetched) (fetched, b
 		for _, m := range kept {
 			_ = m.Nak()
 		}
+		// Naks are fire-and-forget; make sure they leave before we stop.
+		_ = s.js.Conn().Flush()
 		return b, false
 	}
 	if s.cfg.afterInsert != nil {

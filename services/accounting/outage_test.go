@@ -70,3 +70,32 @@ func TestServiceStartsWithClickHouseDownAndCatchesUp(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, uint64(25), rep.Total.Calls)
 }
+
+func TestShutdownDuringAnOutageHandsEventsBackAtOnce(t *testing.T) {
+	ch := privateClickHouse(t)
+	b := heraldtest.StartBus(t)
+	first := startService(t, b, testConfig(ch.DSN()))
+	publishUsage(t, b.JS, "", manyEvents("warm", 5)...)
+	waitDrained(t, b.JS, bus.StreamUsage)
+
+	ch.Stop()
+	publishUsage(t, b.JS, "", manyEvents("held", 40)...)
+	cons, err := b.JS.Consumer(context.Background(), bus.StreamUsage, usageKind.durable)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		info, err := cons.Info(context.Background())
+		return err == nil && info.NumAckPending == 40
+	}, 10*time.Second, 20*time.Millisecond, "the sink holds the batch while ClickHouse is away")
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	require.NoError(t, first.Shutdown(ctx))
+	require.NoError(t, ch.Restart(ctx))
+	startService(t, b, testConfig(ch.DSN()))
+	// Handed back (nak), not left for the 30 s ack wait to run out.
+	require.Eventually(t, func() bool { return streamMessages(t, b.JS, bus.StreamUsage) == 0 },
+		10*time.Second, 20*time.Millisecond)
+	rep, err := QueryCost(context.Background(), ch.DSN(), CostQuery{})
+	require.NoError(t, err)
+	require.Equal(t, uint64(45), rep.Total.Calls)
+}

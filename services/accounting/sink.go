@@ -101,6 +101,7 @@ func (s *sink) ackLoop(in <-chan fetched) {
 				break
 			}
 		}
+		_ = s.js.Conn().Flush()
 	}
 }
 
