@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -181,7 +182,14 @@ func (s *Service) toolsFor(st *State) []toolspec.Spec {
 	for _, n := range st.Toolsets {
 		allowed[n] = true
 	}
-	for _, spec := range toolspec.All() {
+	all := toolspec.All()
+	if s.remote != nil {
+		if extra := s.remote.get(); len(extra) > 0 {
+			all = append(all, extra...)
+			sort.Slice(all, func(i, j int) bool { return all[i].Name < all[j].Name })
+		}
+	}
+	for _, spec := range all {
 		if st.ParentSessionID != "" && childBlockedTools[spec.Name] {
 			continue
 		}

@@ -24,6 +24,8 @@ type Service struct {
 	workers []*bus.Worker
 	// toolCache holds wire-form tool lists by their names (see wireTools).
 	toolCache sync.Map
+	// remote are the tools runners announce beyond the built-in ones.
+	remote *remoteTools
 }
 
 // New validates cfg and returns a loop service ready to Start.
@@ -48,6 +50,10 @@ func (s *Service) Start(ctx context.Context) error {
 		return fmt.Errorf("loop: session bucket: %w", err)
 	}
 	s.store = sessionStore{kv: kv}
+	// Learn the runners' extra (MCP) tools before the first session; a
+	// missing runner only means none are known yet.
+	s.remote = &remoteTools{nc: s.deps.NC, log: s.log, timeout: 500 * time.Millisecond, ttl: 30 * time.Second, refreshing: true}
+	s.remote.refresh()
 	busyDelays := []time.Duration{200 * time.Millisecond, 500 * time.Millisecond, time.Second, 2 * time.Second}
 	// Answers that overtook their session's commit, or lost a CAS race,
 	// come back quickly and often before they are given up on.

@@ -32,6 +32,10 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	if os.Getenv(mcpHelperEnv) != "" {
+		runMCPServer() // the test binary re-executed as a stdio MCP server
+		return
+	}
 	os.Exit(runMain(m))
 }
 
