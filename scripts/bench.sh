@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Runs every benchmark whose figures are in docs/BENCHMARKS.md. Each pairs
+# Herald's figure with a baseline measured in the same run.
+# Needs HERALD_TEST_CLICKHOUSE_DSN or clickhouse-server on PATH.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+run() { echo "== $*"; go test -run '^$' "$@" 2>&1 | grep -E '^(Benchmark|ok|FAIL|---)' ; }
+run -bench 'BenchmarkStep' -benchtime 30x ./services/herald/e2e/
+run -bench 'BenchmarkConcurrentSessions' -benchtime 1x -timeout 30m ./services/herald/e2e/
+run -bench 'BenchmarkGatewayAddedLatency' ./services/gateway/
+run -bench 'BenchmarkRunnersScaleOut' -benchtime 1x -timeout 20m ./services/toolrunner/
+run -bench . ./services/memory/ ./services/compressor/
+run -bench . -benchtime 1x -timeout 30m ./services/accounting/
