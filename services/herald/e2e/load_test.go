@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -27,9 +28,10 @@ import (
 
 // Settings of BenchmarkSustainedLoad (environment variables).
 const (
-	loadSessionsEnv = "HERALD_LOAD_SESSIONS" // concurrent sessions, default 1000
-	loadDurationEnv = "HERALD_LOAD_DURATION" // how long new sessions keep starting, default 30s
-	loadLatencyEnv  = "HERALD_LOAD_LATENCY"  // model latency per call, default 200ms
+	loadSessionsEnv = "HERALD_LOAD_SESSIONS"    // concurrent sessions, default 1000
+	loadDurationEnv = "HERALD_LOAD_DURATION"    // how long new sessions keep starting, default 30s
+	loadLatencyEnv  = "HERALD_LOAD_LATENCY"     // model latency per call, default 200ms
+	loadProfileEnv  = "HERALD_LOAD_HEAPPROFILE" // file to write the settled heap profile to
 	// loadModelEnv makes this test binary a model server (see init): the
 	// scripted model records every request it serves, so it runs in its own
 	// process to keep its memory out of the heap being measured.
@@ -231,7 +233,12 @@ func BenchmarkSustainedLoad(b *testing.B) {
 	b.StopTimer()
 	require.Empty(b, failures, "every session finishes with its answer")
 
-	// Settled: wait (bounded) for goroutines to return to the baseline.
+	// The harness's event log and this benchmark's figures are not Herald's.
+	h.mu.Lock()
+	h.events = map[string][]proto.Event{}
+	h.mu.Unlock()
+	// Settled: wait (bounded) for goroutines to return to the baseline; the
+	// gateway's idle HTTP connections to the model close after 90 s.
 	slack := 50
 	var after heapFigures
 	settled := time.Now()
@@ -240,6 +247,12 @@ func BenchmarkSustainedLoad(b *testing.B) {
 		return after.goroutines <= before.goroutines+slack
 	}, 2*time.Minute, time.Second, "goroutines went from %d to %d after the load", before.goroutines, after.goroutines)
 
+	if path := os.Getenv(loadProfileEnv); path != "" {
+		f, err := os.Create(path)
+		require.NoError(b, err)
+		require.NoError(b, pprof.WriteHeapProfile(f))
+		require.NoError(b, f.Close())
+	}
 	b.ReportMetric(float64(completed.Load()), "sessions")
 	b.ReportMetric(float64(completed.Load())/wall.Seconds(), "sessions/s")
 	b.ReportMetric(float64(steps.Load())/wall.Seconds(), "steps/s")
