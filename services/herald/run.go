@@ -112,7 +112,7 @@ func runTask(ctx context.Context, cfg config.Config, log zerolog.Logger, task pr
 		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
 		if err := bus.WaitReady(wctx, js, cfg.Replicas); err != nil {
-			return proto.Result{}, fmt.Errorf("NATS at %s has no usable JetStream: %w", cfg.NATSURL, err)
+			return proto.Result{}, fmt.Errorf("NATS at %s has no usable JetStream: %w", app.RedactURL(cfg.NATSURL), err)
 		}
 	}
 	s := &stream{nc: nc, js: js, cio: cio, quiet: jsonOut, yes: yes, task: task}

@@ -35,7 +35,7 @@ func cmdServe(ctx context.Context, args []string, cio cliIO) int {
 		fmt.Fprintln(cio.err, "herald serve:", err)
 		return exitFail
 	}
-	log.Info().Strs("services", names).Str("nats", cfg.NATSURL).Msg("serving")
+	log.Info().Strs("services", names).Str("nats", app.RedactURL(cfg.NATSURL)).Msg("serving")
 	<-ctx.Done()
 	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -13,6 +13,7 @@ import (
 
 	"github.com/heraldrun/herald/pkg/config"
 	"github.com/heraldrun/herald/pkg/embedded"
+	"github.com/heraldrun/herald/services/herald/internal/app"
 	"github.com/heraldrun/herald/services/loop"
 	"github.com/heraldrun/herald/services/memory"
 	"github.com/nats-io/nats.go"
@@ -72,7 +73,7 @@ func openBus(cfg config.Config) (jetstream.JetStream, func(), error) {
 	}
 	store := filepath.Join(cfg.DataDir, "nats")
 	if _, err := os.Stat(store); err != nil {
-		return nil, nil, fmt.Errorf("no NATS at %s and no local data in %s", cfg.NATSURL, store)
+		return nil, nil, fmt.Errorf("no NATS at %s and no local data in %s", app.RedactURL(cfg.NATSURL), store)
 	}
 	srv, err := embedded.Start(embedded.Options{StoreDir: store, Log: zerolog.Nop()})
 	if err != nil {

@@ -7,8 +7,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/heraldrun/herald/pkg/bus"
@@ -108,7 +110,7 @@ func (a *App) connect(ctx context.Context, o Options) error {
 		if err != nil {
 			return err
 		}
-		a.NC, err = a.Server.Connect("herald")
+		a.NC, err = a.Server.Connect("herald", credentials(o.Config.NATSURL)...)
 	} else {
 		a.NC, err = Dial(ctx, o.Config.NATSURL, "herald-"+instanceName(o.Instance), o.ConnectTimeout)
 	}
@@ -128,7 +130,7 @@ func Dial(ctx context.Context, url, name string, timeout time.Duration) (*nats.C
 			return nc, nil
 		}
 		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("connect to NATS at %s: %w", url, err)
+			return nil, fmt.Errorf("connect to NATS at %s: %w", RedactURL(url), err)
 		}
 		select {
 		case <-ctx.Done():
@@ -136,6 +138,32 @@ func Dial(ctx context.Context, url, name string, timeout time.Duration) (*nats.C
 		case <-time.After(250 * time.Millisecond):
 		}
 	}
+}
+
+// RedactURL hides the password of a NATS URL (nats://user:pass@host), so
+// it can be logged and shown in errors.
+func RedactURL(raw string) string {
+	var out []string
+	for _, part := range strings.Split(raw, ",") {
+		u, err := url.Parse(strings.TrimSpace(part))
+		if err != nil || u.User == nil {
+			out = append(out, part)
+			continue
+		}
+		out = append(out, u.Redacted())
+	}
+	return strings.Join(out, ",")
+}
+
+// credentials carries the user and password of a NATS URL to an in-process
+// connection, for an embedded server whose configuration requires them.
+func credentials(raw string) []nats.Option {
+	u, err := url.Parse(strings.Split(raw, ",")[0])
+	if err != nil || u.User == nil {
+		return nil
+	}
+	pass, _ := u.User.Password()
+	return []nats.Option{nats.UserInfo(u.User.Username(), pass)}
 }
 
 func build(name string, o Options, deps service.Deps) (service.Service, error) {
