@@ -43,7 +43,12 @@ func (s *sink) decode(ctx context.Context, msgs []jetstream.Msg) ([]row, []jetst
 	rows := make([]row, 0, len(msgs))
 	kept := msgs[:0:0]
 	for _, m := range msgs {
-		r, err := s.kind.decode(m.Data())
+		// An event too large for one message travels by claim-check.
+		data, err := bus.Resolve(ctx, s.js, m.Headers(), m.Data())
+		var r row
+		if err == nil {
+			r, err = s.kind.decode(data)
+		}
 		if err != nil {
 			s.log.Warn().Err(err).Str("subject", m.Subject()).Msg("event dead-lettered")
 			if dlErr := bus.DeadLetter(ctx, s.js, m, err.Error()); dlErr != nil {

@@ -106,11 +106,6 @@ func FuzzTranscriptEntry(f *testing.F) {
 			require.True(t, bus.IsPermanent(err))
 			return
 		}
-		if e.Message == nil {
-			// An entry without a message makes RepairHistory dereference
-			// nil (reported in issue 8's bad-input report); skip it here.
-			return
-		}
 		checkRepaired(t, RepairHistory([]*heraldpb.ChatMessage{{Role: "user", Content: "u"}, e.Message, e.Message}))
 	})
 }

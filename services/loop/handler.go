@@ -262,8 +262,10 @@ func (s *Service) handleToolResult(ctx context.Context, msg jetstream.Msg) error
 	return s.advance(ctx, res.SessionId, func(t *txn) error {
 		st := t.st
 		if st == nil {
+			// Tool calls are only dispatched by a transition of a session
+			// whose state exists, so this result answers nothing of ours.
 			t.noop = true
-			return errEarly
+			return nil
 		}
 		i := -1
 		if st.Pending != nil && st.Pending.Kind == waitTools {

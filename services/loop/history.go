@@ -1,6 +1,7 @@
 package loop
 
 import (
+	"slices"
 	"strconv"
 	"time"
 
@@ -15,6 +16,9 @@ const orphanResult = "[No result: this call did not complete.]"
 // without a result get a stub result, results follow their calls' order,
 // and consecutive user messages are merged.
 func RepairHistory(msgs []*heraldpb.ChatMessage) []*heraldpb.ChatMessage {
+	msgs = slices.DeleteFunc(slices.Clone(msgs), func(m *heraldpb.ChatMessage) bool {
+		return m == nil // an entry stored without a message (not written by the loop)
+	})
 	out := make([]*heraldpb.ChatMessage, 0, len(msgs))
 	for i := 0; i < len(msgs); i++ {
 		m := msgs[i]

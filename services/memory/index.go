@@ -86,6 +86,10 @@ func NewIndex() *Index {
 	return &Index{ByID: map[string]uint32{}, Postings: map[string][]Posting{}}
 }
 
+// maxTranscriptIndex bounds the positions the index accepts: a bogus entry
+// claiming position 2^31 would otherwise make it allocate tens of gigabytes.
+const maxTranscriptIndex = 1 << 20
+
 // Add indexes one transcript entry stored at stream sequence seq. Repeated
 // (session, index) pairs are ignored, as the transcript contract says.
 func (ix *Index) Add(e *heraldpb.TranscriptEntry, seq uint64) {
@@ -95,7 +99,7 @@ func (ix *Index) Add(e *heraldpb.TranscriptEntry, seq uint64) {
 		ix.LastSeq = seq
 	}
 	m := e.GetMessage()
-	if m == nil || m.Scaffolding || e.SessionId == "" || e.Index < 0 {
+	if m == nil || m.Scaffolding || e.SessionId == "" || e.Index < 0 || e.Index > maxTranscriptIndex {
 		return
 	}
 	ord, doc := ix.session(e.SessionId)

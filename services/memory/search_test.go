@@ -193,3 +193,10 @@ func TestSavedIndexOfARecreatedStreamIsDiscarded(t *testing.T) {
 	require.Eventually(t, func() bool { return len(second.index.Search("cluster", 3, "")) == 1 }, wait, 10*time.Millisecond)
 	require.Empty(t, second.index.Search("mainframe", 3, ""), "sessions of the old stream are not invented")
 }
+
+func TestIndexIgnoresImpossibleTranscriptPositions(t *testing.T) {
+	ix := NewIndex()
+	ix.Add(&heraldpb.TranscriptEntry{SessionId: "s", Index: 2147483647,
+		Message: &heraldpb.ChatMessage{Role: "user", Content: "x"}}, 1)
+	require.Empty(t, ix.Search("x", 5, ""), "an entry at position 2^31 is ignored, not allocated for")
+}

@@ -51,9 +51,6 @@ type protoSubject struct {
 	// future is in the reason of a message with none of the fields it needs.
 	future string
 	// claimed, when set, replaces malformed for a claim-checked payload.
-	// Accounting reads its streams with its own fetcher, which does not
-	// resolve claims, so it sees the (empty) reference and reports the
-	// missing event id rather than the garbage behind it.
 	claimed string
 	// ghost, when set, is a well-formed message for a session that does not
 	// exist: acknowledged without effect.
@@ -89,9 +86,9 @@ var protoSubjects = []protoSubject{
 			return &heraldpb.CompressResult{RequestId: "ghost-request", SessionId: sid, Messages: []*heraldpb.ChatMessage{{Role: "user", Content: "boo"}}}
 		}},
 	{name: "usage", subject: bus.UsageSubject, stream: bus.StreamUsage, consumer: "accounting-usage",
-		malformed: "malformed *heraldpb.UsageEvent", future: "event has no event_id", claimed: "malformed usage event"},
+		malformed: "malformed *heraldpb.UsageEvent", future: "event has no event_id"},
 	{name: "tool events", subject: bus.ToolEventSubject, stream: bus.StreamToolEvents, consumer: "accounting-tools",
-		malformed: "malformed *heraldpb.ToolEvent", future: "event has no event_id", claimed: "malformed tool event"},
+		malformed: "malformed *heraldpb.ToolEvent", future: "event has no event_id"},
 }
 
 // deadLetter is what a bad message is expected to become.
