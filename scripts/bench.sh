@@ -7,6 +7,7 @@ cd "$(dirname "$0")/.."
 run() { echo "== $*"; go test -run '^$' "$@" 2>&1 | grep -E '^(Benchmark|ok|FAIL|---)' ; }
 run -bench 'BenchmarkStep' -benchtime 30x ./services/herald/e2e/
 run -bench 'BenchmarkConcurrentSessions' -benchtime 1x -timeout 30m ./services/herald/e2e/
+run -bench 'BenchmarkSustainedLoad' -benchtime 1x -timeout 30m ./services/herald/e2e/
 run -bench 'BenchmarkGatewayAddedLatency' ./services/gateway/
 run -bench 'BenchmarkRunnersScaleOut' -benchtime 1x -timeout 20m ./services/toolrunner/
 run -bench . ./services/memory/ ./services/compressor/
