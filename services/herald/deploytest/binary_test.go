@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/heraldrun/herald/pkg/bus"
+	"github.com/heraldrun/herald/pkg/heraldtest"
 	"github.com/heraldrun/herald/pkg/service"
 	"github.com/heraldrun/herald/proto"
 	"github.com/stretchr/testify/require"
@@ -178,7 +179,7 @@ func TestComposeToolRunnerServesWithItsEnvironment(t *testing.T) {
 	}
 	cmd := exec.Command(bin, svc.Command...)
 	cmd.Env = env
-	var stderr syncBuffer
+	var stderr heraldtest.SyncBuffer
 	cmd.Stdout, cmd.Stderr = &stderr, &stderr
 	require.NoError(t, cmd.Start())
 	done := make(chan error, 1)

@@ -1,7 +1,6 @@
 package deploytest
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/heraldrun/herald/pkg/bus"
 	"github.com/heraldrun/herald/pkg/embedded"
+	"github.com/heraldrun/herald/pkg/heraldtest"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
@@ -40,28 +40,10 @@ func passwordEnv(user string) string { return strings.ToUpper(user) + "_PASSWORD
 // password is the test password of user (set in the environment for the server).
 func password(user string) string { return "test-" + user + "-pw" }
 
-// syncBuffer collects the server's log lines.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // secured is a NATS server running deploy/nats/herald.conf.
 type secured struct {
 	srv *embedded.Server
-	log *syncBuffer
+	log *heraldtest.SyncBuffer
 	// addr is host:port of the client listener.
 	addr string
 }
@@ -73,7 +55,7 @@ func startSecured(t *testing.T) *secured {
 	for _, u := range append([]string{"admin", "client", "sys"}, serviceUsers...) {
 		t.Setenv(passwordEnv(u), password(u))
 	}
-	log := &syncBuffer{}
+	log := &heraldtest.SyncBuffer{}
 	srv, err := embedded.Start(embedded.Options{ConfigFile: natsConf, StoreDir: t.TempDir(), Listen: "127.0.0.1:0",
 		Log: zerolog.New(log).Level(zerolog.WarnLevel)})
 	require.NoError(t, err)

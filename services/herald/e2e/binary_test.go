@@ -10,11 +10,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/heraldrun/herald/pkg/bus"
+	"github.com/heraldrun/herald/pkg/heraldtest"
 	"github.com/heraldrun/herald/pkg/scripted"
 	"github.com/heraldrun/herald/proto"
 	"github.com/heraldrun/herald/services/accounting"
@@ -125,24 +125,6 @@ func TestRunExitCodesAndUsageErrors(t *testing.T) {
 	require.Equal(t, proto.ExitMaxIterations, res.ExitReason)
 }
 
-// syncBuffer is a bytes.Buffer a child process may write while the test reads.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 func exitCode(err error) int {
 	if err == nil {
 		return 0
@@ -168,7 +150,7 @@ func TestUpTakesTasksFromNATSAndCostShowsThem(t *testing.T) {
 	data := t.TempDir()
 	env := map[string]string{"HERALD_BASE_URL": model.URL, "HERALD_MODEL": "gpt-4o-mini",
 		"HERALD_CLICKHOUSE_DSN": dsn, "HERALD_NATS_URL": url}
-	var upErr syncBuffer
+	var upErr heraldtest.SyncBuffer
 	up := heraldCmd(t, ctx, data, env, "up", "--nats-listen", fmt.Sprintf("127.0.0.1:%d", port), "--data-dir", data, "--http", "")
 	up.Stderr = &upErr
 	require.NoError(t, up.Start())
