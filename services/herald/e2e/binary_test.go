@@ -229,3 +229,27 @@ func TestUpTakesTasksFromNATSAndCostShowsThem(t *testing.T) {
 	require.NoError(t, cmd.Run())
 	require.Contains(t, table.String(), "gpt-4o-mini")
 }
+
+// Ctrl-C during `herald run` interrupts the turn: the in-flight model call is
+// abandoned and the result says interrupted_by_user, exit code 1.
+func TestRunCtrlCInterruptsTheTurn(t *testing.T) {
+	model, err := scripted.Start(scripted.Conversation(scripted.Reply{Content: "too late", Delay: time.Minute}))
+	require.NoError(t, err)
+	defer model.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var out bytes.Buffer
+	cmd := heraldCmd(t, ctx, t.TempDir(), map[string]string{"HERALD_BASE_URL": model.URL, "HERALD_MODEL": "m"},
+		"run", "--json", "think for a long time")
+	cmd.Stdout = &out
+	require.NoError(t, cmd.Start())
+	require.Eventually(t, func() bool { return model.Calls() > 0 }, time.Minute, 10*time.Millisecond, "the model call started")
+	start := time.Now()
+	require.NoError(t, cmd.Process.Signal(os.Interrupt))
+	require.Equal(t, 1, exitCode(cmd.Wait()))
+	require.Less(t, time.Since(start), 15*time.Second)
+	var res proto.Result
+	require.NoError(t, json.Unmarshal(out.Bytes(), &res), "stdout: %q", out.String())
+	require.Equal(t, proto.ExitInterrupted, res.ExitReason)
+	require.NotContains(t, res.FinalResponse, "too late")
+}
