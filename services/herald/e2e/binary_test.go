@@ -253,3 +253,30 @@ func TestRunCtrlCInterruptsTheTurn(t *testing.T) {
 	require.Equal(t, proto.ExitInterrupted, res.ExitReason)
 	require.NotContains(t, res.FinalResponse, "too late")
 }
+
+// A dangerous command asks y/N on the terminal: "y" lets it run, anything
+// else (or no answer) denies it.
+func TestRunAsksBeforeADangerousCommand(t *testing.T) {
+	for _, tc := range []struct {
+		answer  string
+		removed bool
+	}{{"y\n", true}, {"n\n", false}, {"", false}} {
+		model, err := scripted.Start(scripted.Conversation(
+			scripted.Tool("terminal", `{"command":"rm -rf build"}`),
+			scripted.Text("done"),
+		))
+		require.NoError(t, err)
+		dir := t.TempDir()
+		writeFile(t, filepath.Join(dir, "build", "out.o"), "x")
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		var errOut bytes.Buffer
+		cmd := heraldCmd(t, ctx, dir, map[string]string{"HERALD_BASE_URL": model.URL, "HERALD_MODEL": "m"}, "run", "clean up")
+		cmd.Stdin, cmd.Stderr = strings.NewReader(tc.answer), &errOut
+		require.NoError(t, cmd.Run(), "stderr: %s", errOut.String())
+		cancel()
+		model.Close()
+		require.Contains(t, errOut.String(), "rm -rf build", "the prompt shows the command")
+		_, statErr := os.Stat(filepath.Join(dir, "build"))
+		require.Equal(t, tc.removed, os.IsNotExist(statErr), "answer %q", tc.answer)
+	}
+}
