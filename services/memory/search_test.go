@@ -107,11 +107,12 @@ func TestSessionSearchWithoutQueryListsRecentSessions(t *testing.T) {
 	require.Contains(t, o.Message, "no past sessions")
 
 	transcript(t, b, "a", conversation("alpha")...)
+	// The session is listed as soon as its first entry is indexed; its
+	// window fills as the rest of its transcript arrives.
 	require.Eventually(t, func() bool {
-		o = search(t, b, "now", fmt.Sprintf("q%d", time.Now().UnixNano()), map[string]any{})
-		return len(o.Results) == 1
+		r := search(t, b, "now", fmt.Sprintf("q%d", time.Now().UnixNano()), map[string]any{}).Results
+		return len(r) == 1 && len(r[0].Window) > 0 && r[0].Window[0].Text == "Let's work on alpha."
 	}, wait, 20*time.Millisecond)
-	require.Equal(t, "Let's work on alpha.", o.Results[0].Window[0].Text)
 
 	bad := call(t, b, "now", "bad", "t", "session_search", `{"query": 7}`)
 	require.True(t, bad.IsError)
