@@ -16,7 +16,9 @@ const (
 // Internal request/reply subjects.
 const (
 	MemorySnapshotSubject = "herald.memory.snapshot"
-	ToolSpecsSubject      = "herald.tools.specs"
+	// MemoryRecallSubject answers {"tenant","query"} with fenced recalled memory.
+	MemoryRecallSubject = "herald.memory.recall"
+	ToolSpecsSubject    = "herald.tools.specs"
 )
 
 // Owners of LLM responses: each consumes only its own replies.

@@ -72,6 +72,7 @@ func (s *Service) startTurn(ctx context.Context, t *txn, task proto.Task, publis
 		t.appendMsg(&heraldpb.ChatMessage{Role: "system", Content: s.buildSystemPrompt(ctx, st, task.SystemMessage)})
 	}
 	t.appendMsg(&heraldpb.ChatMessage{Role: "user", Content: task.Prompt})
+	st.Recall = s.fetchRecall(ctx, st.Tenant, task.Prompt)
 	t.state(proto.StateIdle)
 	return s.requestModel(t, nil, nextStep)
 }
@@ -130,7 +131,7 @@ func (s *Service) sendModelRequest(t *txn, scaffold []scaffoldMsg, kind requestK
 
 func (s *Service) llmRequest(t *txn, reqID string, scaffold []scaffoldMsg, grace bool) *heraldpb.LLMRequest {
 	st := t.st
-	msgs := RepairHistory(t.history())
+	msgs := withRecall(RepairHistory(t.history()), st.Recall)
 	for _, m := range scaffold {
 		msgs = append(msgs, &heraldpb.ChatMessage{Role: m.Role, Content: m.Content, Scaffolding: true})
 	}

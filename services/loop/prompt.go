@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/heraldrun/herald/pkg/bus"
+	"github.com/heraldrun/herald/proto/heraldpb"
+	gproto "google.golang.org/protobuf/proto"
 )
 
 const identity = `You are Herald, an autonomous software agent. You work inside a workspace on the user's behalf, using the tools you are given, until the task is done.`
@@ -73,6 +75,43 @@ func (s *Service) fetchSnapshot(ctx context.Context, tenant string) memorySnapsh
 		s.log.Warn().Err(err).Msg("memory snapshot unreadable; starting session without it")
 	}
 	return snap
+}
+
+// fetchRecall asks the memory service for memory relevant to this turn's
+// prompt; no memory service, or none to add, is "".
+func (s *Service) fetchRecall(ctx context.Context, tenant, prompt string) string {
+	req, _ := json.Marshal(map[string]string{"tenant": tenant, "query": prompt})
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.SnapshotTimeout)
+	defer cancel()
+	reply, err := s.deps.NC.RequestWithContext(ctx, bus.MemoryRecallSubject, req)
+	if err != nil {
+		return ""
+	}
+	var r struct {
+		Context string `json:"context"`
+	}
+	if json.Unmarshal(reply.Data, &r) != nil {
+		return ""
+	}
+	return r.Context
+}
+
+// withRecall returns msgs with the turn's recalled memory placed before the
+// text of the last user message (a copy: the transcript is left untouched).
+func withRecall(msgs []*heraldpb.ChatMessage, recall string) []*heraldpb.ChatMessage {
+	if recall == "" {
+		return msgs
+	}
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if msgs[i].Role == "user" && !msgs[i].Scaffolding {
+			m := gproto.Clone(msgs[i]).(*heraldpb.ChatMessage)
+			m.Content = recall + "\n\n" + m.Content
+			out := append([]*heraldpb.ChatMessage(nil), msgs...)
+			out[i] = m
+			return out
+		}
+	}
+	return msgs
 }
 
 // contextFiles reads the workspace's context files, replacing any that look

@@ -86,7 +86,10 @@ type State struct {
 	TurnStartedMs  int64       `json:"turn_started_ms"`
 	Toolsets       []string    `json:"toolsets,omitempty"`
 
-	ParentCallID   string `json:"parent_call_id,omitempty"`
+	ParentCallID string `json:"parent_call_id,omitempty"`
+	// Recall is this turn's recalled memory, already fenced; it is added to
+	// the turn's user message at call time and never persisted.
+	Recall         string `json:"recall,omitempty"`
 	Attempt        int    `json:"attempt"`
 	PreferFallback bool   `json:"prefer_fallback,omitempty"`
 	GraceReason    string `json:"grace_reason,omitempty"`

@@ -41,6 +41,8 @@ type Options struct {
 	NATSConfigFile string
 	// NATSMaxPayload caps one message on the embedded server (0: 8 MiB).
 	NATSMaxPayload int32
+	// MemoryProvider is the one optional external memory provider.
+	MemoryProvider memory.Provider
 	Log            zerolog.Logger
 	Instance       string
 	// Concurrency caps the calls each service of this process works on at
@@ -172,7 +174,11 @@ func build(name string, o Options, deps service.Deps) (service.Service, error) {
 	case "accounting":
 		return accounting.New(accounting.ConfigFrom(c), deps)
 	case "memory":
-		return memory.New(memory.ConfigFrom(c), deps)
+		svc, err := memory.New(memory.ConfigFrom(c), deps)
+		if err == nil && o.MemoryProvider != nil {
+			svc.SetProvider(o.MemoryProvider)
+		}
+		return svc, err
 	case "toolrunner":
 		cfg := toolrunner.ConfigFrom(c)
 		if o.Concurrency > 0 {
