@@ -3,7 +3,6 @@ package logging
 
 import (
 	"io"
-	"os"
 	"strings"
 	"time"
 
@@ -33,13 +32,4 @@ func New(w io.Writer, level string, pretty bool) zerolog.Logger {
 		w = zerolog.ConsoleWriter{Out: w, TimeFormat: time.TimeOnly}
 	}
 	return zerolog.New(w).Level(lvl).With().Timestamp().Logger()
-}
-
-// FromEnv builds a logger from HERALD_LOG_LEVEL and HERALD_LOG_FORMAT (json|console).
-func FromEnv(w io.Writer, defaultLevel string) zerolog.Logger {
-	level := os.Getenv("HERALD_LOG_LEVEL")
-	if level == "" {
-		level = defaultLevel
-	}
-	return New(w, level, os.Getenv("HERALD_LOG_FORMAT") == "console")
 }

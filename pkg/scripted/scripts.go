@@ -14,17 +14,6 @@ func Conversation(replies ...Reply) Script {
 	}
 }
 
-// ByPrompt routes each conversation to a script by its first user message;
-// fallback serves prompts it does not know.
-func ByPrompt(scripts map[string]Script, fallback Script) Script {
-	return func(r *Request) Reply {
-		if s, ok := scripts[r.FirstUser()]; ok {
-			return s(r)
-		}
-		return fallback(r)
-	}
-}
-
 // FailFirst answers fail to the first n attempts of each step of each
 // conversation (a step is identified by the history's assistant count), then
 // defers to next. It injects provider errors that a retry gets past.

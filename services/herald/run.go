@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -158,5 +157,3 @@ func reportResult(res proto.Result, cio cliIO, jsonOut bool) int {
 	}
 	return exitFail
 }
-
-var errNoResult = errors.New("no result arrived")

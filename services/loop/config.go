@@ -32,12 +32,6 @@ type Config struct {
 	Pool             string
 }
 
-// DefaultConfig returns the loop's defaults.
-func DefaultConfig() Config {
-	c := config.Default()
-	return ConfigFrom(c)
-}
-
 // ConfigFrom derives the loop's configuration from the global one.
 func ConfigFrom(c config.Config) Config {
 	return Config{
