@@ -1,9 +1,6 @@
 package bus
 
 import (
-	"context"
-	"errors"
-	"fmt"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -31,6 +28,19 @@ const (
 	BucketSessions = "herald_sessions"
 	BucketMemory   = "herald_memory"
 	BucketSpend    = "herald_spend"
+	// BucketToolRunner is the tool runners' own state: started markers of
+	// non-idempotent calls, circuit breakers, todo lists.
+	BucketToolRunner = "herald_toolrunner"
+	// BucketAccounting holds the accounting sinks' insert leases.
+	BucketAccounting = "herald_accounting"
+)
+
+// ToolRunnerStateTTL bounds how long a session's runner state is kept;
+// AccountingLeaseTTL how long a sink that died holding a lease blocks the
+// others.
+const (
+	ToolRunnerStateTTL = 30 * 24 * time.Hour
+	AccountingLeaseTTL = 10 * time.Second
 )
 
 // DedupWindow is how long a repeated Nats-Msg-Id is recognised. Effects are
@@ -87,42 +97,15 @@ func Buckets(replicas int) []jetstream.KeyValueConfig {
 		{Bucket: BucketSessions, History: 1, Storage: jetstream.FileStorage, Replicas: replicas},
 		{Bucket: BucketMemory, History: 5, Storage: jetstream.FileStorage, Replicas: replicas},
 		{Bucket: BucketSpend, History: 1, Storage: jetstream.FileStorage, Replicas: replicas},
+		{Bucket: BucketToolRunner, History: 1, TTL: ToolRunnerStateTTL, Storage: jetstream.FileStorage, Replicas: replicas},
+		{Bucket: BucketAccounting, History: 1, TTL: AccountingLeaseTTL, Storage: jetstream.FileStorage, Replicas: replicas,
+			Description: "accounting sink insert leases"},
 	}
 }
 
-// Ensure creates or updates every stream and bucket. It is idempotent and safe
-// to run from every process at start-up.
-func Ensure(ctx context.Context, js jetstream.JetStream, replicas int) error {
-	for _, cfg := range Streams(replicas) {
-		if _, err := js.CreateOrUpdateStream(ctx, cfg); err != nil {
-			return fmt.Errorf("declare stream %s: %w", cfg.Name, err)
-		}
-	}
-	for _, cfg := range Buckets(replicas) {
-		if _, err := js.CreateOrUpdateKeyValue(ctx, cfg); err != nil {
-			return fmt.Errorf("declare bucket %s: %w", cfg.Bucket, err)
-		}
-	}
-	claims := jetstream.ObjectStoreConfig{Bucket: BucketClaims, Storage: jetstream.FileStorage,
-		Replicas: max(replicas, 1), TTL: claimTTL}
-	if _, err := js.CreateOrUpdateObjectStore(ctx, claims); err != nil {
-		return fmt.Errorf("declare object store %s: %w", BucketClaims, err)
-	}
-	return nil
-}
-
-// WaitReady retries Ensure until JetStream answers or ctx ends; a freshly
-// started or restarted server may need a moment before it serves API calls.
-func WaitReady(ctx context.Context, js jetstream.JetStream, replicas int) error {
-	var err error
-	for {
-		if err = Ensure(ctx, js, replicas); err == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return errors.Join(err, ctx.Err())
-		case <-time.After(200 * time.Millisecond):
-		}
+// ObjectStores returns every object store Herald uses.
+func ObjectStores(replicas int) []jetstream.ObjectStoreConfig {
+	return []jetstream.ObjectStoreConfig{
+		{Bucket: BucketClaims, Storage: jetstream.FileStorage, Replicas: max(replicas, 1), TTL: claimTTL},
 	}
 }

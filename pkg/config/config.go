@@ -90,7 +90,15 @@ type MCPServer struct {
 
 // Config is everything a Herald process can be told.
 type Config struct {
-	NATSURL       string `yaml:"nats_url"`
+	NATSURL string `yaml:"nats_url"`
+	// NATSInboxPrefix is where this process's replies arrive ("": _INBOX_<user>
+	// when the NATS URL names a user, so one user cannot read another's
+	// replies; _INBOX otherwise).
+	NATSInboxPrefix string `yaml:"nats_inbox_prefix"`
+	// NATSDeclare is what a process does with streams at start-up: "auto"
+	// declares what is missing or out of date; "check" only waits until
+	// `herald declare` has (for NATS users not allowed to change streams).
+	NATSDeclare   string `yaml:"nats_declare"`
 	ClickHouseDSN string `yaml:"clickhouse_dsn"`
 	DataDir       string `yaml:"data_dir"`
 	Workspace     string `yaml:"workspace"`
@@ -118,10 +126,11 @@ type Config struct {
 // Default returns the configuration used when nothing is set.
 func Default() Config {
 	return Config{
-		NATSURL: "nats://127.0.0.1:4222",
-		DataDir: ".herald",
-		Primary: Provider{Provider: "openai", Model: "gpt-4o-mini"},
-		Agent:   Agent{MaxTurns: 90, APIMaxRetries: 3, RepeatThreshold: 3},
+		NATSURL:     "nats://127.0.0.1:4222",
+		NATSDeclare: "auto",
+		DataDir:     ".herald",
+		Primary:     Provider{Provider: "openai", Model: "gpt-4o-mini"},
+		Agent:       Agent{MaxTurns: 90, APIMaxRetries: 3, RepeatThreshold: 3},
 		Compression: Compression{Enabled: true, Threshold: 0.5, ProtectFirstN: 3,
 			ProtectLastN: 20, TargetRatio: 0.2},
 		Delegation: Delegation{MaxIterations: 50, MaxConcurrentChildren: 3},
@@ -210,6 +219,8 @@ func (c *Config) applyEnv(getenv func(string) string) {
 		}
 	}
 	set(&c.NATSURL, "HERALD_NATS_URL")
+	set(&c.NATSInboxPrefix, "HERALD_NATS_INBOX_PREFIX")
+	set(&c.NATSDeclare, "HERALD_NATS_DECLARE")
 	set(&c.ClickHouseDSN, "HERALD_CLICKHOUSE_DSN")
 	set(&c.DataDir, "HERALD_DATA_DIR")
 	set(&c.Workspace, "HERALD_WORKSPACE")
@@ -261,6 +272,7 @@ func (c Config) Validate() error {
 	check(c.Compression.ProtectFirstN >= 0 && c.Compression.ProtectLastN >= 0, "compression.protect_first_n/protect_last_n must not be negative")
 	check(c.Delegation.MaxIterations > 0, "delegation.max_iterations must be positive")
 	check(c.Delegation.MaxConcurrentChildren > 0, "delegation.max_concurrent_children must be positive")
+	check(c.NATSDeclare == "auto" || c.NATSDeclare == "check", "nats_declare must be auto or check, got %q", c.NATSDeclare)
 	switch c.Approvals.Mode {
 	case "manual", "off", "deny":
 	default:

@@ -51,9 +51,11 @@ func TestValidateNamesTheBadSetting(t *testing.T) {
 	cfg := Default()
 	cfg.Approvals.Mode = "sometimes"
 	cfg.Compression.Threshold = 2
+	cfg.NATSDeclare = "never"
 	err := cfg.Validate()
 	require.ErrorContains(t, err, "approvals.mode")
 	require.ErrorContains(t, err, "compression.threshold")
+	require.ErrorContains(t, err, `nats_declare must be auto or check, got "never"`)
 }
 
 func TestMissingExplicitFileIsAnError(t *testing.T) {

@@ -6,16 +6,17 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/heraldrun/herald/pkg/bus"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// BucketLeases holds the insert leases of the sinks. (Declared here rather
-// than in pkg/bus because only accounting uses it.)
-const BucketLeases = "herald_accounting"
+// BucketLeases holds the insert leases of the sinks; pkg/bus declares it
+// with everything else.
+const BucketLeases = bus.BucketAccounting
 
 // leaseTTL bounds how long a sink that died holding a lease blocks the
 // others; an insert must finish well within it (see insertTimeout).
-const leaseTTL = 10 * time.Second
+const leaseTTL = bus.AccountingLeaseTTL
 
 // insertTimeout is the longest one check-and-insert may take while holding
 // the lease, so it cannot outlive it.
@@ -32,12 +33,9 @@ type lease struct {
 }
 
 func newLease(ctx context.Context, js jetstream.JetStream, stream string) (*lease, error) {
-	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket: BucketLeases, History: 1, TTL: leaseTTL, Storage: jetstream.FileStorage,
-		Description: "accounting sink insert leases",
-	})
+	kv, err := js.KeyValue(ctx, BucketLeases)
 	if err != nil {
-		return nil, fmt.Errorf("declare bucket %s: %w", BucketLeases, err)
+		return nil, fmt.Errorf("bucket %s: %w", BucketLeases, err)
 	}
 	return &lease{kv: kv, key: "insert." + stream}, nil
 }

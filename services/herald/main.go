@@ -35,6 +35,7 @@ Usage:
   herald cost [flags]             cost and token totals from ClickHouse
   herald sessions list|show ID|search QUERY
   herald migrate                  apply the ClickHouse schema
+  herald declare                  create or update the NATS streams (needs a user allowed to)
   herald demo                     the whole system on a built-in scripted model
 
 Run 'herald COMMAND -h' for a command's flags.
@@ -60,6 +61,8 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 		return cmdSessions(ctx, args[1:], io)
 	case "migrate":
 		return cmdMigrate(ctx, args[1:], io)
+	case "declare":
+		return cmdDeclare(ctx, args[1:], io)
 	case "demo":
 		return cmdDemo(ctx, args[1:], io)
 	case "-h", "--help", "help":

@@ -92,7 +92,7 @@ func flagExit(err error) int {
 // runTask submits task to the NATS at HERALD_NATS_URL, or, when none
 // answers, to a whole Herald started in this process for the task's length.
 func runTask(ctx context.Context, cfg config.Config, log zerolog.Logger, task proto.Task, cio cliIO, jsonOut, yes bool) (proto.Result, error) {
-	nc, err := nats.Connect(cfg.NATSURL, nats.Timeout(time.Second), nats.Name("herald-run"))
+	nc, err := nats.Connect(cfg.NATSURL, nats.Timeout(time.Second), nats.Name("herald-run"), app.InboxOption(cfg))
 	var a *app.App
 	if err != nil {
 		if a, err = startInProcess(ctx, cfg, log); err != nil {
@@ -110,7 +110,7 @@ func runTask(ctx context.Context, cfg config.Config, log zerolog.Logger, task pr
 	if a == nil {
 		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
-		if err := bus.WaitReady(wctx, js, cfg.Replicas); err != nil {
+		if err := bus.WaitReady(wctx, js, cfg.Replicas, cfg.NATSDeclare != "check", log); err != nil {
 			return proto.Result{}, fmt.Errorf("NATS at %s has no usable JetStream: %w", app.RedactURL(cfg.NATSURL), err)
 		}
 	}

@@ -67,7 +67,7 @@ func cmdSessions(ctx context.Context, args []string, cio cliIO) int {
 // openBus connects to HERALD_NATS_URL, or opens the data dir's store with
 // an in-process server when no NATS is running.
 func openBus(cfg config.Config) (jetstream.JetStream, func(), error) {
-	if nc, err := nats.Connect(cfg.NATSURL, nats.Timeout(time.Second)); err == nil {
+	if nc, err := nats.Connect(cfg.NATSURL, nats.Timeout(time.Second), app.InboxOption(cfg)); err == nil {
 		js, err := jetstream.New(nc)
 		return js, nc.Close, err
 	}

@@ -63,7 +63,7 @@ func (s *Service) Start(ctx context.Context) error {
 	if s.started {
 		return errors.New("toolrunner: already started")
 	}
-	kv, err := s.deps.JS.CreateOrUpdateKeyValue(ctx, stateBucket(s.deps.Config.Replicas))
+	kv, err := s.deps.JS.KeyValue(ctx, BucketState)
 	if err != nil {
 		return fmt.Errorf("toolrunner: state bucket: %w", err)
 	}

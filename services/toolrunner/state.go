@@ -3,7 +3,6 @@ package toolrunner
 import (
 	"context"
 	"errors"
-	"time"
 
 	"github.com/heraldrun/herald/pkg/bus"
 	"github.com/nats-io/nats.go/jetstream"
@@ -11,17 +10,8 @@ import (
 
 // BucketState is the runner's own KV bucket, shared by every runner process:
 // started markers of non-idempotent calls, circuit-breaker counters and todo
-// lists, keyed by session. (It is declared here rather than in pkg/bus
-// because no other service reads it.)
-const BucketState = "herald_toolrunner"
-
-// stateTTL bounds how long a session's runner state is kept.
-const stateTTL = 30 * 24 * time.Hour
-
-func stateBucket(replicas int) jetstream.KeyValueConfig {
-	return jetstream.KeyValueConfig{Bucket: BucketState, History: 1, TTL: stateTTL,
-		Storage: jetstream.FileStorage, Replicas: max(replicas, 1)}
-}
+// lists, keyed by session. pkg/bus declares it with everything else.
+const BucketState = bus.BucketToolRunner
 
 func startedKey(sid, callID string) string {
 	return "started." + bus.Token(sid) + "." + bus.Token(callID)

@@ -144,68 +144,135 @@ func copyFile(t *testing.T, src, dst string) {
 }
 
 // TestComposeToolRunnerServesWithItsEnvironment runs the tool runner as the
-// binary built by the Dockerfile's build stage, with the command and environment compose.yaml gives its
-// container (herald.yaml of deploy/compose, HERALD_NATS_URL with the
-// toolrunner user), next to the other services, and a task's tool call is
-// answered by it.
+// binary built by the Dockerfile's build stage, with the command and
+// environment compose.yaml gives its container (herald.yaml of
+// deploy/compose, HERALD_NATS_URL with the toolrunner user). Started before
+// anything is declared, it waits and says why; compose's declare step (the
+// same binary, as admin) declares the streams; then the runner serves a
+// task's tool calls next to the other services, and the server refused
+// nothing any of them did.
 func TestComposeToolRunnerServesWithItsEnvironment(t *testing.T) {
 	bin := dockerBuild(t)
 	s := startSecured(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	require.NoError(t, bus.Ensure(ctx, s.connect(t, "admin").js, 1))
+	compose := loadCompose(t)
 	cfg := stackConfig(t, "")
+	runner := startComposeProcess(t, s, bin, compose.Services["toolrunner"], cfg.Workspace)
+	require.Eventually(t, func() bool { return strings.Contains(runner.out.String(), "herald declare") }, 20*time.Second,
+		20*time.Millisecond, "a runner started before the streams exist says what it waits for:\n%s", runner.out.String())
+
+	decl := startComposeProcess(t, s, bin, compose.Services["declare"], "")
+	select {
+	case err := <-decl.done:
+		require.NoError(t, err, "herald declare:\n%s", decl.out.String())
+	case <-time.After(60 * time.Second):
+		t.Fatalf("herald declare did not finish:\n%s", decl.out.String())
+	}
+	require.Contains(t, decl.out.String(), "created "+bus.StreamTasks)
+	require.Contains(t, decl.out.String(), "streams up to date")
+
 	for _, name := range service.Names {
 		if name != "toolrunner" {
 			startService(t, s, cfg, name)
 		}
 	}
+	task := proto.Task{Prompt: taskPrompt, SessionID: "s-compose", TaskID: "t-compose"}
+	res, _ := runTask(t, s, task)
+	require.Equal(t, proto.ExitTextResponse, res.ExitReason, "tool runner output:\n%s", runner.out.String())
+	tools := transcriptTools(t, s, task.SessionID)
+	require.Len(t, tools, 3)
+	require.Contains(t, tools[0], "green tea every day", "the containerised runner read the file")
+	require.Contains(t, tools[1], "the user answered: green", "and heard the client's answer")
+	require.Empty(t, s.violations(), "neither the runner nor declare needed anything its user is not granted")
+	require.NotContains(t, runner.out.String(), password("toolrunner"), "the runner's output never shows its NATS password")
+	require.NotContains(t, decl.out.String(), password("admin"), "declare's output never shows the admin password")
+	select {
+	case err := <-runner.done:
+		t.Fatalf("herald serve toolrunner exited: %v\n%s", err, runner.out.String())
+	default:
+	}
 
-	svc := loadCompose(t).Services["toolrunner"]
+	// A stream drifts from the declaration (an older release, a hand edit):
+	// a service user cannot repair it and is told so; admin can.
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	admin := s.connect(t, "admin")
+	events, err := admin.js.Stream(ctx, bus.StreamEvents)
+	require.NoError(t, err)
+	ecfg := events.CachedInfo().Config
+	ecfg.MaxAge = time.Hour
+	_, err = admin.js.UpdateStream(ctx, ecfg)
+	require.NoError(t, err)
+	out, code := runDeclare(t, bin, s.url("toolrunner"), "--timeout", "3s")
+	require.Equal(t, 1, code, out)
+	require.Contains(t, out, "stream EVENTS is out of date (max age 1h0m0s, want 24h0m0s)")
+	require.Contains(t, out, `run "herald declare" as a user allowed to`)
+	out, code = runDeclare(t, bin, s.url("admin"))
+	require.Equal(t, 0, code, out)
+	require.Contains(t, out, "updated EVENTS: max age 1h0m0s, want 24h0m0s")
+	out, code = runDeclare(t, bin, s.url("toolrunner"))
+	require.Equal(t, 0, code, "once declared, checking needs no right to change streams: %s", out)
+	require.NotContains(t, out, "updated")
+}
+
+// runDeclare runs `herald declare` against natsURL and returns its output
+// and exit code.
+func runDeclare(t *testing.T, bin, natsURL string, args ...string) (string, int) {
+	t.Helper()
+	cmd := exec.Command(bin, append([]string{"declare"}, args...)...)
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "HERALD_NATS_URL=" + natsURL}
+	out, err := cmd.CombinedOutput()
+	if exit, ok := err.(*exec.ExitError); ok {
+		return string(out), exit.ExitCode()
+	}
+	require.NoError(t, err)
+	return string(out), 0
+}
+
+// composeProcess is bin running a compose service's command.
+type composeProcess struct {
+	out  *heraldtest.SyncBuffer
+	done chan error
+}
+
+// startComposeProcess runs bin with svc's command and environment, its
+// variables resolved for the secured server, this test's herald.yaml of
+// deploy/compose and workspace.
+func startComposeProcess(t *testing.T, s *secured, bin string, svc composeService, workspace string) composeProcess {
+	t.Helper()
 	configFile, err := filepath.Abs(filepath.Join(composeDir, "herald.yaml"))
 	require.NoError(t, err)
 	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "HERALD_DATA_DIR=" + t.TempDir()}
+	vars := []string{"@nats:4222", "@" + s.addr}
+	for _, u := range append([]string{"admin"}, serviceUsers...) {
+		vars = append(vars, "${"+passwordEnv(u)+"}", password(u))
+	}
 	for k, v := range svc.Environment {
 		switch k {
 		case "HERALD_NATS_URL":
-			v = strings.NewReplacer("${TOOLRUNNER_PASSWORD}", password("toolrunner"), "@nats:4222", "@"+s.addr).Replace(v)
+			v = strings.NewReplacer(vars...).Replace(v)
 		case "HERALD_CONFIG":
 			v = configFile
 		case "HERALD_WORKSPACE":
-			v = cfg.Workspace
+			v = workspace
 		}
 		require.NotContains(t, v, "${", "%s is resolved", k)
 		env = append(env, k+"="+v)
 	}
 	cmd := exec.Command(bin, svc.Command...)
 	cmd.Env = env
-	var stderr heraldtest.SyncBuffer
-	cmd.Stdout, cmd.Stderr = &stderr, &stderr
+	p := composeProcess{out: &heraldtest.SyncBuffer{}, done: make(chan error, 1)}
+	cmd.Stdout, cmd.Stderr = p.out, p.out
 	require.NoError(t, cmd.Start())
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
+	exited := make(chan struct{})
+	go func() { err := cmd.Wait(); close(exited); p.done <- err }()
 	t.Cleanup(func() {
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 		select {
-		case <-done:
+		case <-exited:
 		case <-time.After(20 * time.Second):
 			_ = cmd.Process.Kill()
-			<-done
+			<-exited
 		}
 	})
-
-	task := proto.Task{Prompt: taskPrompt, SessionID: "s-compose", TaskID: "t-compose"}
-	res, _ := runTask(t, s, task)
-	require.Equal(t, proto.ExitTextResponse, res.ExitReason, "tool runner output:\n%s", stderr.String())
-	tools := transcriptTools(t, s, task.SessionID)
-	require.Len(t, tools, 3)
-	require.Contains(t, tools[0], "green tea every day", "the containerised runner read the file")
-	require.Contains(t, tools[1], "the user answered: green", "and heard the client's answer")
-	require.Empty(t, s.violations(), "the runner needed nothing its user is not granted")
-	require.NotContains(t, stderr.String(), password("toolrunner"), "the runner's output never shows its NATS password")
-	select {
-	case err := <-done:
-		t.Fatalf("herald serve toolrunner exited: %v\n%s", err, stderr.String())
-	default:
-	}
+	return p
 }

@@ -17,9 +17,7 @@ import (
 	"github.com/heraldrun/herald/pkg/bus"
 	"github.com/heraldrun/herald/pkg/config"
 	"github.com/heraldrun/herald/pkg/service"
-	"github.com/heraldrun/herald/services/accounting"
 	"github.com/heraldrun/herald/services/memory"
-	"github.com/heraldrun/herald/services/toolrunner"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/stretchr/testify/require"
 	"gopkg.in/yaml.v3"
@@ -58,18 +56,38 @@ func knownEnv(t *testing.T) map[string]bool {
 	return known
 }
 
-// serveFlags are the flags `herald serve` accepts (its own and the common ones).
-func serveFlags(t *testing.T) map[string]bool {
+// commandFlags are the flags a herald command accepts: those its file
+// (serve.go for `herald serve`) registers, and the common ones.
+func commandFlags(t *testing.T, command string) map[string]bool {
 	t.Helper()
 	re := regexp.MustCompile(`fs\.\w+\((?:&[\w.]+, )?"([a-z][a-z-]*)"`)
 	flags := map[string]bool{}
-	for _, f := range []string{"serve.go", "flags.go"} {
+	for _, f := range []string{command + ".go", "flags.go"} {
 		for _, m := range re.FindAllStringSubmatch(readRepo(t, "services", "herald", f), -1) {
 			flags["--"+m[1]] = true
 		}
 	}
-	require.True(t, flags["--concurrency"] && flags["--config"], "scan found serve's flags: %v", flags)
+	require.True(t, flags["--config"], "scan found %s's flags: %v", command, flags)
 	return flags
+}
+
+func serveFlags(t *testing.T) map[string]bool {
+	t.Helper()
+	flags := commandFlags(t, "serve")
+	require.True(t, flags["--concurrency"], "scan found serve's flags: %v", flags)
+	return flags
+}
+
+// requireDeclareCommand checks args is `declare [known flags]`.
+func requireDeclareCommand(t *testing.T, where string, args []string) {
+	t.Helper()
+	require.NotEmpty(t, args, where)
+	require.Equal(t, "declare", args[0], "%s runs `herald declare`", where)
+	flags := commandFlags(t, "declare")
+	for i := 1; i < len(args); i += 2 {
+		name, _, _ := strings.Cut(args[i], "=")
+		require.True(t, flags[name], "%s: herald declare has no flag %s", where, args[i])
+	}
 }
 
 // requireServeCommand checks args is `serve <svc> [known flags]`.
@@ -160,7 +178,7 @@ func TestNATSConfigNamesOnlyRealStreamsAndSubjects(t *testing.T) {
 	for _, s := range bus.Streams(1) {
 		streams[s.Name] = s.Subjects
 	}
-	buckets := []string{toolrunner.BucketState, accounting.BucketLeases}
+	var buckets []string
 	for _, b := range bus.Buckets(1) {
 		buckets = append(buckets, b.Bucket)
 	}
@@ -183,7 +201,7 @@ func TestNATSConfigNamesOnlyRealStreamsAndSubjects(t *testing.T) {
 		}
 		for _, subj := range subjects {
 			switch {
-			case subj == "_INBOX.>" || subj == "$JS.API.INFO":
+			case subj == "_INBOX_"+name+".>" || subj == "$JS.API.INFO" || subj == "$JS.API.STREAM.LIST":
 			case strings.HasPrefix(subj, "$JS.ACK."), strings.HasPrefix(subj, "$JS.FC."):
 				m := ack.FindStringSubmatch(subj)
 				require.NotNil(t, m, "%s: %s", name, subj)
@@ -387,8 +405,20 @@ var composeVar = regexp.MustCompile(`^\$\{([A-Z_]+)[^}]*\}$`)
 
 func TestComposeRunsEveryServiceUnderItsOwnUser(t *testing.T) {
 	c := loadCompose(t)
-	require.ElementsMatch(t, append([]string{"nats", "clickhouse"}, service.Names...), mapKeys(c.Services),
-		"NATS, ClickHouse and one container per service")
+	require.ElementsMatch(t, append([]string{"nats", "clickhouse", "declare"}, service.Names...), mapKeys(c.Services),
+		"NATS, ClickHouse, the declare step and one container per service")
+
+	// The declare step: `herald declare` as admin, once NATS is healthy.
+	decl := c.Services["declare"]
+	requireDeclareCommand(t, "compose service declare", decl.Command)
+	requireKnownEnv(t, "compose service declare", mapKeys(decl.Environment), nil)
+	require.Contains(t, decl.Environment["HERALD_NATS_URL"], ":${ADMIN_PASSWORD}@", "declare uses the admin password")
+	du, err := url.Parse(dropVars(decl.Environment["HERALD_NATS_URL"]))
+	require.NoError(t, err)
+	require.Equal(t, "admin", du.User.Username(), "only admin may change streams")
+	require.Equal(t, "nats:4222", du.Host)
+	require.Equal(t, map[string]any{"condition": "service_healthy"}, decl.DependsOn["nats"])
+	require.NotContains(t, decl.DependsOn, "declare")
 
 	nats := c.Services["nats"]
 	require.Regexp(t, `^nats:`+regexp.QuoteMeta(strings.TrimPrefix(natsServerVersion(t), "v"))+`(-|$)`, nats.Image,
@@ -422,6 +452,8 @@ func TestComposeRunsEveryServiceUnderItsOwnUser(t *testing.T) {
 		requireServeCommand(t, where, name, s.Command)
 		requireKnownEnv(t, where, mapKeys(s.Environment), nil)
 		require.Contains(t, s.DependsOn, "nats", where)
+		require.Equal(t, map[string]any{"condition": "service_completed_successfully"}, s.DependsOn["declare"],
+			"%s starts once the streams are declared", where)
 
 		natsURL := s.Environment["HERALD_NATS_URL"]
 		require.Contains(t, natsURL, ":${"+passwordEnv(name)+"}@", "%s uses its own password", where)
@@ -452,6 +484,7 @@ func TestComposeRunsEveryServiceUnderItsOwnUser(t *testing.T) {
 		require.NoError(t, err)
 		cfg := requireHeraldYAML(t, filepath.Join("deploy/compose", file), data)
 		require.Equal(t, 1, cfg.Replicas, "one NATS server: one replica per stream")
+		require.Equal(t, "check", cfg.NATSDeclare, "%s only checks the streams; its user may not change them", where)
 	}
 	require.GreaterOrEqual(t, c.Services["toolrunner"].Deploy.Replicas, 2, "tool runners are scaled out")
 
@@ -618,6 +651,20 @@ func envOf(t *testing.T, where string, c k8sContainer) map[string]k8sEnv {
 	return env
 }
 
+// mountsConfig says whether container c of o mounts herald-config so that
+// herald.yaml is at path.
+func mountsConfig(o k8sObject, c k8sContainer, path string) bool {
+	for _, m := range c.VolumeMounts {
+		for _, v := range o.Spec.Template.Spec.Volumes {
+			if v.Name == m.Name && v.ConfigMap != nil && v.ConfigMap.Name == "herald-config" &&
+				filepath.Join(m.MountPath, "herald.yaml") == path {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 func TestKubernetesRunsEveryServiceUnderItsOwnUser(t *testing.T) {
 	objs := loadK8s(t)
 	natsSts, ok := objs["StatefulSet/herald-nats"]
@@ -712,18 +759,24 @@ func TestKubernetesRunsEveryServiceUnderItsOwnUser(t *testing.T) {
 			}
 		}
 
-		// herald.yaml is mounted where HERALD_CONFIG points.
-		mounted := false
-		for _, m := range c.VolumeMounts {
-			for _, v := range d.Spec.Template.Spec.Volumes {
-				if v.Name == m.Name && v.ConfigMap != nil && v.ConfigMap.Name == "herald-config" &&
-					filepath.Join(m.MountPath, "herald.yaml") == env["HERALD_CONFIG"].Value {
-					mounted = true
-				}
-			}
-		}
-		require.True(t, mounted, "%s mounts herald-config at HERALD_CONFIG", where)
+		require.True(t, mountsConfig(d, c, env["HERALD_CONFIG"].Value), "%s mounts herald-config at HERALD_CONFIG", where)
 	}
+
+	// The declare Job: `herald declare` as admin, with the same herald.yaml.
+	job, ok := objs["Job/herald-declare"]
+	require.True(t, ok, "a Job declares the streams")
+	require.Len(t, job.Spec.Template.Spec.Containers, 1)
+	jc := job.Spec.Template.Spec.Containers[0]
+	require.Equal(t, "herald:latest", jc.Image)
+	requireDeclareCommand(t, "Job herald-declare", jc.Args)
+	jenv := envOf(t, "Job herald-declare", jc)
+	ju, err := url.Parse(dropVars(jenv["HERALD_NATS_URL"].Value))
+	require.NoError(t, err)
+	require.Equal(t, "admin", ju.User.Username(), "only admin may change streams")
+	require.Equal(t, "herald-nats:4222", ju.Host)
+	require.Equal(t, "admin", jenv["NATS_PASSWORD"].ValueFrom.SecretKeyRef.Key)
+	require.True(t, mountsConfig(job, jc, jenv["HERALD_CONFIG"].Value), "the Job reads herald-config (replicas: 3)")
+	require.Equal(t, "check", cfg.NATSDeclare, "the services only check the streams; their users may not change them")
 
 	hpa, ok := objs["HorizontalPodAutoscaler/herald-toolrunner"]
 	require.True(t, ok, "tool runners scale automatically")

@@ -93,7 +93,7 @@ type conn struct {
 func (s *secured) connect(t *testing.T, user string) *conn {
 	t.Helper()
 	c := &conn{t: t}
-	nc, err := nats.Connect(s.url(user), nats.Name("deploytest-"+user),
+	nc, err := nats.Connect(s.url(user), nats.Name("deploytest-"+user), nats.CustomInboxPrefix("_INBOX_"+user),
 		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
 			c.mu.Lock()
 			c.errs = append(c.errs, err)
@@ -246,7 +246,7 @@ func TestLoopReadsAndWritesSessionState(t *testing.T) {
 	require.NoError(t, bus.Ensure(ctx, admin.js, 1))
 
 	lp := s.connect(t, "loop")
-	require.NoError(t, bus.Ensure(ctx, lp.js, 1), "the loop declares streams at start-up, as app.Start does")
+	require.NoError(t, bus.Ensure(ctx, lp.js, 1), "the loop checks the streams at start-up, as app.Start does")
 	kv, err := lp.js.KeyValue(ctx, bus.BucketSessions)
 	require.NoError(t, err)
 	rev, err := kv.Create(ctx, "s2", []byte("v1"))
@@ -324,4 +324,53 @@ func TestEachUserIsRefusedWhatBelongsToOthers(t *testing.T) {
 			c.requireDenied("subscription", subj)
 		}
 	}
+}
+
+// TestOnlyAdminChangesStreams: no service user (nor the client) may create,
+// update or delete a stream — a tool runner could otherwise reconfigure the
+// session bucket to republish state to itself — yet each finds the admin's
+// declaration in place and starts.
+func TestOnlyAdminChangesStreams(t *testing.T) {
+	s := startSecured(t)
+	admin := s.connect(t, "admin")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	require.NoError(t, bus.Ensure(ctx, admin.js, 1))
+	for _, user := range append([]string{"client"}, serviceUsers...) {
+		c := s.connect(t, user)
+		require.NoError(t, bus.Ensure(ctx, c.js, 1), "%s finds the streams declared", user)
+		for _, subj := range []string{"$JS.API.STREAM.UPDATE.KV_herald_sessions", "$JS.API.STREAM.CREATE.HIJACK",
+			"$JS.API.STREAM.UPDATE.USAGE", "$JS.API.STREAM.DELETE.TOOL_CALLS", "$JS.API.STREAM.UPDATE.OBJ_herald_claims"} {
+			require.NoError(t, c.nc.Publish(subj, []byte("{}")))
+			c.requireDenied("publish", subj)
+		}
+	}
+	sessions, err := admin.js.Stream(ctx, "KV_herald_sessions")
+	require.NoError(t, err)
+	info, err := sessions.Info(ctx)
+	require.NoError(t, err)
+	require.Empty(t, info.Config.RePublish, "the session bucket republishes nowhere")
+}
+
+// TestRepliesArePrivateToTheirUser: each user's replies (API answers,
+// publish acks, pulled messages) arrive under its own inbox prefix, which
+// no other user may subscribe to, nor to the shared _INBOX.>.
+func TestRepliesArePrivateToTheirUser(t *testing.T) {
+	s := startSecured(t)
+	for _, user := range append([]string{"client"}, serviceUsers...) {
+		c := s.connect(t, user)
+		other := "loop"
+		if user == "loop" {
+			other = "gateway"
+		}
+		for _, subj := range []string{"_INBOX.>", "_INBOX_" + other + ".>", ">"} {
+			_, err := c.nc.SubscribeSync(subj)
+			require.NoError(t, err)
+			c.requireDenied("subscription", subj)
+		}
+		_, err := c.nc.SubscribeSync("_INBOX_" + user + ".mine")
+		require.NoError(t, err)
+		require.NoError(t, c.nc.Flush())
+	}
+	require.NotContains(t, strings.Join(s.violations(), "\n"), ".mine", "a user may subscribe to its own replies")
 }

@@ -150,6 +150,7 @@ func stackConfig(t *testing.T, dsn string) config.Config {
 	cfg.DataDir = dir
 	cfg.Workspace = filepath.Join(dir, "workspace")
 	cfg.ClickHouseDSN = dsn
+	cfg.NATSDeclare = "check" // as deployed: the admin declares, services only check
 	cfg.Primary = config.Provider{Provider: "openai", Model: "test-model", BaseURL: srv.URL}
 	cfg.Pricing = map[string]config.Price{"test-model": {Input: 1, Output: 2}}
 	cfg.Retry = config.Retry{BaseDelay: time.Millisecond, MaxDelay: 5 * time.Millisecond,

@@ -82,7 +82,7 @@ func Start(ctx context.Context, o Options) (*App, error) {
 		a.Shutdown(context.Background())
 		return nil, err
 	}
-	if err := bus.WaitReady(ctx, a.JS, o.Config.Replicas); err != nil {
+	if err := bus.WaitReady(ctx, a.JS, o.Config.Replicas, o.Config.NATSDeclare != "check", o.Log); err != nil {
 		a.Shutdown(context.Background())
 		return nil, fmt.Errorf("declare streams: %w", err)
 	}
@@ -112,9 +112,9 @@ func (a *App) connect(ctx context.Context, o Options) error {
 		if err != nil {
 			return err
 		}
-		a.NC, err = a.Server.Connect("herald", credentials(o.Config.NATSURL)...)
+		a.NC, err = a.Server.Connect("herald", append(credentials(o.Config.NATSURL), InboxOption(o.Config))...)
 	} else {
-		a.NC, err = Dial(ctx, o.Config.NATSURL, "herald-"+instanceName(o.Instance), o.ConnectTimeout)
+		a.NC, err = Dial(ctx, o.Config.NATSURL, "herald-"+instanceName(o.Instance), o.ConnectTimeout, InboxOption(o.Config))
 	}
 	if err != nil {
 		return err
@@ -124,10 +124,11 @@ func (a *App) connect(ctx context.Context, o Options) error {
 }
 
 // Dial connects to a NATS server, retrying until timeout (0: one try).
-func Dial(ctx context.Context, url, name string, timeout time.Duration) (*nats.Conn, error) {
+func Dial(ctx context.Context, url, name string, timeout time.Duration, opts ...nats.Option) (*nats.Conn, error) {
 	deadline := time.Now().Add(timeout)
+	opts = append([]nats.Option{nats.Name(name), nats.MaxReconnects(-1), nats.Timeout(2 * time.Second)}, opts...)
 	for {
-		nc, err := nats.Connect(url, nats.Name(name), nats.MaxReconnects(-1), nats.Timeout(2*time.Second))
+		nc, err := nats.Connect(url, opts...)
 		if err == nil {
 			return nc, nil
 		}
@@ -155,6 +156,36 @@ func RedactURL(raw string) string {
 		out = append(out, u.Redacted())
 	}
 	return strings.Join(out, ",")
+}
+
+// InboxOption puts this process's replies (request answers, publish acks,
+// pulled messages) under cfg.NATSInboxPrefix, or _INBOX_<user> when the NATS
+// URL names a user: a NATS config can then let each user subscribe to its
+// own replies only (deploy/nats/herald.conf), where the shared _INBOX.>
+// would let any user read every reply in the account.
+func InboxOption(cfg config.Config) nats.Option {
+	prefix := cfg.NATSInboxPrefix
+	if u, err := url.Parse(strings.Split(cfg.NATSURL, ",")[0]); prefix == "" && err == nil && u.User != nil &&
+		validToken(u.User.Username()) {
+		prefix = "_INBOX_" + u.User.Username()
+	}
+	if prefix == "" {
+		prefix = "_INBOX"
+	}
+	return nats.CustomInboxPrefix(prefix)
+}
+
+// validToken says whether s can be one token of a subject as it is.
+func validToken(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, r := range s {
+		if !(r == '_' || r == '-' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z') {
+			return false
+		}
+	}
+	return true
 }
 
 // credentials carries the user and password of a NATS URL to an in-process

@@ -1,0 +1,116 @@
+package bus_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/heraldrun/herald/pkg/bus"
+	"github.com/heraldrun/herald/pkg/embedded"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+	"github.com/stretchr/testify/require"
+)
+
+func declarationCount() int {
+	return len(bus.Streams(1)) + len(bus.Buckets(1)) + len(bus.ObjectStores(1))
+}
+
+// Declare creates everything once, leaves a server that is in shape
+// alone, and repairs (and names) a stream whose settings drifted.
+func TestDeclareWritesOnlyWhatIsMissingOrDiffers(t *testing.T) {
+	srv, err := embedded.Start(embedded.Options{StoreDir: t.TempDir(), Log: zerolog.Nop()})
+	require.NoError(t, err)
+	t.Cleanup(srv.Shutdown)
+	nc, err := srv.Connect("declare")
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+
+	changes, err := bus.Declare(ctx, js, 1)
+	require.NoError(t, err)
+	require.Len(t, changes, declarationCount())
+	for _, ch := range changes {
+		require.Equal(t, "created", ch.Action, ch.Stream)
+	}
+
+	changes, err = bus.Declare(ctx, js, 1)
+	require.NoError(t, err)
+	require.Empty(t, changes, "a server already in shape is not written to")
+
+	events, err := js.Stream(ctx, bus.StreamEvents)
+	require.NoError(t, err)
+	cfg := events.CachedInfo().Config
+	cfg.MaxAge = time.Hour
+	_, err = js.UpdateStream(ctx, cfg)
+	require.NoError(t, err)
+
+	changes, err = bus.Declare(ctx, js, 1)
+	require.NoError(t, err)
+	require.Len(t, changes, 1)
+	require.Equal(t, bus.StreamEvents, changes[0].Stream)
+	require.Equal(t, "updated", changes[0].Action)
+	require.Contains(t, changes[0].Reason, "max age 1h0m0s")
+	info, err := events.Info(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 24*time.Hour, info.Config.MaxAge)
+}
+
+// A service user that may list streams but not create or update them
+// starts against a declared server, and is told what to do on an
+// undeclared one instead of waiting silently.
+func TestEnsureNeedsNoRightToChangeStreams(t *testing.T) {
+	conf := filepath.Join(t.TempDir(), "nats.conf")
+	require.NoError(t, os.WriteFile(conf, []byte(`
+accounts {
+  A {
+    jetstream: enabled
+    users = [
+      { user: admin, password: admin }
+      { user: svc, password: svc, permissions {
+          publish: { allow: ["$JS.API.INFO", "$JS.API.STREAM.LIST"] }
+          subscribe: { allow: ["_INBOX.>"] }
+      } }
+    ]
+  }
+}
+`), 0o600))
+	srv, err := embedded.Start(embedded.Options{StoreDir: t.TempDir(), ConfigFile: conf, Log: zerolog.Nop()})
+	require.NoError(t, err)
+	t.Cleanup(srv.Shutdown)
+	connect := func(user string) jetstream.JetStream {
+		nc, err := srv.Connect(user, nats.UserInfo(user, user))
+		require.NoError(t, err)
+		t.Cleanup(nc.Close)
+		js, err := jetstream.New(nc)
+		require.NoError(t, err)
+		return js
+	}
+	svc, admin := connect("svc"), connect("admin")
+
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	err = bus.Check(ctx, svc, 1)
+	cancel()
+	require.ErrorIs(t, err, bus.ErrNotDeclared, "checking needs no more than listing")
+	require.ErrorContains(t, err, "stream "+bus.StreamTasks+" is missing")
+
+	ctx, cancel = context.WithTimeout(context.Background(), 2*time.Second)
+	err = bus.Ensure(ctx, svc, 1)
+	cancel()
+	require.ErrorIs(t, err, bus.ErrNotDeclared)
+	require.ErrorContains(t, err, "stream "+bus.StreamTasks+" is missing")
+	require.ErrorContains(t, err, "herald declare")
+
+	ctx, cancel = context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	_, err = bus.Declare(ctx, admin, 1)
+	require.NoError(t, err)
+	require.NoError(t, bus.Check(ctx, svc, 1))
+	require.NoError(t, bus.Ensure(ctx, svc, 1))
+}
