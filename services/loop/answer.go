@@ -28,14 +28,19 @@ const (
 )
 
 // onModelAnswer decides what a successful (or failed) model response means.
-func (s *Service) onModelAnswer(t *txn, resp *heraldpb.LLMResponse) error {
+// streamed is the text the user already saw streamed for a response that
+// holds no answer of its own; it stands in for the missing content.
+func (s *Service) onModelAnswer(t *txn, resp *heraldpb.LLMResponse, streamed string) error {
 	st := t.st
 	if resp.Error != "" {
-		return s.onModelError(t, resp)
+		return s.onModelError(t, resp, streamed)
 	}
 	m := resp.Message
 	if m == nil {
 		m = &heraldpb.ChatMessage{}
+	}
+	if strings.TrimSpace(m.Content) == "" && strings.TrimSpace(streamed) != "" {
+		m.Content = streamed
 	}
 	s.checkPressure(t, resp)
 	if st.Pending.Grace {
@@ -119,28 +124,42 @@ func (s *Service) onEmpty(t *txn, m *heraldpb.ChatMessage) error {
 }
 
 // onModelError maps the gateway's error class to the turn's outcome.
-func (s *Service) onModelError(t *txn, resp *heraldpb.LLMResponse) error {
+func (s *Service) onModelError(t *txn, resp *heraldpb.LLMResponse, streamed string) error {
 	st := t.st
-	errText := resp.Error
 	t.state(proto.StateErrorHandling)
+	reason := proto.ExitAllRetriesExhausted
 	switch resp.ErrorClass {
 	case "interrupted":
 		return s.finish(t, proto.ExitInterrupted, "The user interrupted this turn before it finished.", "")
 	case "auth":
-		return s.finish(t, proto.ExitAuthFailed, "", errText)
+		reason = proto.ExitAuthFailed
 	case "budget_exceeded":
-		return s.finish(t, proto.ExitBudgetExhausted, "", errText)
+		reason = proto.ExitBudgetExhausted
 	case "timeout":
-		return s.finish(t, proto.ExitTimeout, "", errText)
+		reason = proto.ExitTimeout
 	case "context_overflow", "payload_too_large":
 		if ok, err := s.onOverflow(t); ok {
 			return err
 		}
 	}
-	if st.Step >= st.MaxIterations-1 {
-		return s.finish(t, proto.ExitErrorNearMaxIterations, "", errText)
+	if reason == proto.ExitAllRetriesExhausted && st.Step >= st.MaxIterations-1 {
+		reason = proto.ExitErrorNearMaxIterations
 	}
-	return s.finish(t, proto.ExitAllRetriesExhausted, "", errText)
+	return s.finishFailed(t, reason, resp.Error, streamed)
+}
+
+// finishFailed ends a turn whose model call failed. Text the user already
+// saw (earlier parts of a continued answer, and what this call streamed
+// before it broke) stays the turn's answer, in the transcript too, rather
+// than vanishing behind the error.
+func (s *Service) finishFailed(t *txn, reason, errText, streamed string) error {
+	text := t.st.PartialContent + streamed
+	t.st.PartialContent = ""
+	if strings.TrimSpace(text) == "" {
+		return s.finish(t, reason, "", errText)
+	}
+	t.appendMsg(&heraldpb.ChatMessage{Role: "assistant", Content: text})
+	return s.finish(t, reason, text, errText)
 }
 
 // checkPressure emits context-pressure events at 85% and 95% of the
@@ -159,7 +178,7 @@ func (s *Service) checkPressure(t *txn, resp *heraldpb.LLMResponse) {
 	case pct >= 85:
 		level = 85
 	}
-	now := nowMs()
+	now := s.cfg.Now().UnixMilli()
 	if level == 0 || (now-st.LastPressureMs < s.cfg.PressureCooldown.Milliseconds() && st.LastPressureMs != 0) {
 		return
 	}

@@ -30,6 +30,9 @@ type Config struct {
 	// PressureCooldown spaces context-pressure events of one session.
 	PressureCooldown time.Duration
 	Pool             string
+	// Now is the clock the cooldowns are measured by (nil: time.Now); tests
+	// move it forward instead of waiting.
+	Now func() time.Time
 }
 
 // ConfigFrom derives the loop's configuration from the global one.
@@ -48,6 +51,7 @@ func ConfigFrom(c config.Config) Config {
 		SnapshotTimeout:       2 * time.Second,
 		PressureCooldown:      300 * time.Second,
 		Pool:                  bus.DefaultPool,
+		Now:                   time.Now,
 	}
 }
 

@@ -36,6 +36,9 @@ func New(cfg Config, deps service.Deps) (*Service, error) {
 	if deps.JS == nil || deps.NC == nil {
 		return nil, errors.New("loop: a NATS connection and JetStream are required")
 	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
 	return &Service{cfg: cfg, deps: deps, log: deps.Log.With().Str("service", "loop").Logger(),
 		tr: newTranscripts(deps.JS)}, nil
 }

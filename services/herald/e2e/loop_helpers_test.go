@@ -1,18 +1,25 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/heraldrun/herald/pkg/bus"
 	"github.com/heraldrun/herald/pkg/config"
+	"github.com/heraldrun/herald/pkg/heraldtest"
 	"github.com/heraldrun/herald/pkg/scripted"
+	"github.com/heraldrun/herald/pkg/service"
 	"github.com/heraldrun/herald/proto"
 	"github.com/heraldrun/herald/proto/heraldpb"
+	"github.com/heraldrun/herald/services/herald/internal/app"
+	"github.com/heraldrun/herald/services/loop"
 	"github.com/stretchr/testify/require"
 )
 
@@ -163,3 +170,40 @@ func readWorkspaceFile(h *H, name string) (string, error) {
 	b, err := os.ReadFile(filepath.Join(h.Workspace, name))
 	return string(b), err
 }
+
+// startWithLoop is Start with the loop's own configuration adjusted: the
+// harness runs every other service, and the loop is started here the way
+// the herald binary starts it, from the same global configuration.
+func startWithLoop(t *testing.T, script scripted.Script, adjust func(*loop.Config), opts ...Option) *H {
+	t.Helper()
+	withoutLoop := func(_ *config.Config, o *app.Options) {
+		o.Services = slices.DeleteFunc(slices.Clone(service.Names), func(n string) bool { return n == "loop" })
+	}
+	h := Start(t, script, append(opts, withoutLoop)...)
+	cfg := loop.ConfigFrom(h.Config)
+	adjust(&cfg)
+	svc, err := loop.New(cfg, service.Deps{NC: h.NC, JS: h.JS, Log: heraldtest.Logger(t), Config: h.Config, Instance: "test"})
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	require.NoError(t, svc.Start(ctx))
+	t.Cleanup(func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		_ = svc.Shutdown(sctx)
+	})
+	return h
+}
+
+// testClock is a clock the test moves forward by hand.
+type testClock struct{ ns atomic.Int64 }
+
+func newTestClock() *testClock {
+	c := &testClock{}
+	c.ns.Store(time.Now().UnixNano())
+	return c
+}
+
+func (c *testClock) Now() time.Time { return time.Unix(0, c.ns.Load()) }
+
+func (c *testClock) Advance(d time.Duration) { c.ns.Add(int64(d)) }

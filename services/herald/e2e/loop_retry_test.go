@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -138,4 +139,47 @@ func TestLoopEmptyAnswersMoveToTheFallbackProvider(t *testing.T) {
 	}
 	require.Equal(t, "backup-model", reqs[4].Model)
 	require.Equal(t, "system,user,assistant", roles(h.Transcript(task.SessionID)))
+}
+
+func TestLoopEmptyAnswerAfterStreamedTextKeepsTheStreamedText(t *testing.T) {
+	// A Responses API stream whose deltas carry the answer while its final
+	// response.completed lists no output, as some providers send it.
+	h := Start(t, scripted.Conversation(scripted.Reply{Raw: responsesStreamWithoutOutput("The notes ", "say green ", "tea.")}),
+		withConfig(func(c *config.Config) { c.Primary.APIMode = "codex_responses" }))
+	task := NewTask("what do the notes say")
+	res := h.Run(task)
+	require.Equal(t, proto.ExitTextResponse, res.ExitReason)
+	require.Equal(t, "The notes say green tea.", res.FinalResponse)
+	require.Equal(t, 1, res.APICalls, "an answer the user already saw is not asked for again")
+	msgs := h.Transcript(task.SessionID)
+	require.Equal(t, "system,user,assistant", roles(msgs))
+	require.Equal(t, "The notes say green tea.", msgs[2].Content)
+}
+
+func TestLoopStreamBrokenOffKeepsTheTextTheUserSaw(t *testing.T) {
+	h := Start(t, func(r *scripted.Request) scripted.Reply {
+		// Every attempt breaks off after the role chunk and four 5-character chunks.
+		return scripted.Reply{Content: "The answer is forty-two, as the notes show.", ChunkChars: 5, CutAfter: 5}
+	})
+	task := NewTask("what is the answer")
+	res := h.Run(task)
+	require.Equal(t, proto.ExitAllRetriesExhausted, res.ExitReason, "the call did fail")
+	require.Contains(t, res.Error, "connection")
+	require.Equal(t, "The answer is forty-", res.FinalResponse, "the text of the last attempt, once")
+	msgs := h.Transcript(task.SessionID)
+	require.Equal(t, "system,user,assistant", roles(msgs))
+	require.Equal(t, "The answer is forty-", msgs[2].Content)
+}
+
+// responsesStreamWithoutOutput is a Responses API event stream that streams
+// deltas as text and then completes with an empty output list.
+func responsesStreamWithoutOutput(deltas ...string) string {
+	var b strings.Builder
+	event := func(typ, data string) { fmt.Fprintf(&b, "event: %s\ndata: %s\n\n", typ, data) }
+	event("response.created", `{"type":"response.created","sequence_number":0,"response":{"id":"resp_1","object":"response","status":"in_progress","model":"test-model","output":[]}}`)
+	for i, d := range deltas {
+		event("response.output_text.delta", fmt.Sprintf(`{"type":"response.output_text.delta","sequence_number":%d,"item_id":"msg_1","output_index":0,"content_index":0,"delta":%q}`, i+1, d))
+	}
+	event("response.completed", fmt.Sprintf(`{"type":"response.completed","sequence_number":%d,"response":{"id":"resp_1","object":"response","status":"completed","model":"test-model","output":[],"usage":{"input_tokens":40,"output_tokens":6,"total_tokens":46}}}`, len(deltas)+1))
+	return b.String()
 }

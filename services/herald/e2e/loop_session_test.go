@@ -9,6 +9,7 @@ import (
 	"github.com/heraldrun/herald/pkg/config"
 	"github.com/heraldrun/herald/pkg/scripted"
 	"github.com/heraldrun/herald/proto"
+	"github.com/heraldrun/herald/services/loop"
 	"github.com/stretchr/testify/require"
 )
 
@@ -104,6 +105,41 @@ func TestLoopContextPressureAt95(t *testing.T) {
 		evs := h.EventsOfType(task.SessionID, proto.EventContextPressure)
 		return len(evs) == 1 && evs[0].Percent == 96
 	}, 5*time.Second, 10*time.Millisecond)
+}
+
+func TestLoopContextPressureWarnsAgainOnceTheCooldownHasPassed(t *testing.T) {
+	promptTokens := map[string]int64{"first look": 8600, "second look": 9700, "third look": 8800}
+	clock := newTestClock()
+	h := startWithLoop(t, func(r *scripted.Request) scripted.Reply {
+		used := promptTokens[strings.TrimSpace(r.LastMessage().Text())]
+		return scripted.Reply{Content: "ok", Usage: &scripted.Usage{PromptTokens: used, CompletionTokens: 5}}
+	}, func(c *loop.Config) { c.Now = clock.Now }, withConfig(func(c *config.Config) {
+		c.ContextWindows = map[string]int{"test-model": 10000}
+		c.Compression.Enabled = false
+	}))
+	sid := NewTask("").SessionID
+	pressure := func() []int {
+		var pcts []int
+		for _, ev := range h.EventsOfType(sid, proto.EventContextPressure) {
+			pcts = append(pcts, ev.Percent)
+		}
+		return pcts
+	}
+	turn := func(prompt string) {
+		task := NewTask(prompt)
+		task.SessionID = sid
+		require.Equal(t, proto.ExitTextResponse, h.Run(task).ExitReason)
+	}
+
+	turn("first look")
+	require.Eventually(t, func() bool { return len(pressure()) == 1 }, 5*time.Second, 10*time.Millisecond)
+	clock.Advance(299 * time.Second) // the default cooldown is 300 s
+	turn("second look")
+	clock.Advance(2 * time.Second)
+	turn("third look")
+	require.Eventually(t, func() bool { return len(pressure()) >= 2 }, 5*time.Second, 10*time.Millisecond,
+		"no second warning once the cooldown had passed")
+	require.Equal(t, []int{86, 88}, pressure(), "97% came inside the cooldown; 88% came after it")
 }
 
 func TestLoopSystemPrompt(t *testing.T) {
