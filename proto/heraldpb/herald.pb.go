@@ -495,25 +495,30 @@ func (x *LLMRequest) GetTurn() int32 {
 
 // LLMResponse is the gateway's answer to one LLMRequest (after retries and fallback).
 type LLMResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	RequestId     string                 `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
-	SessionId     string                 `protobuf:"bytes,2,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
-	Step          int32                  `protobuf:"varint,3,opt,name=step,proto3" json:"step,omitempty"`
-	Message       *ChatMessage           `protobuf:"bytes,4,opt,name=message,proto3" json:"message,omitempty"`
-	FinishReason  string                 `protobuf:"bytes,5,opt,name=finish_reason,json=finishReason,proto3" json:"finish_reason,omitempty"` // stop | tool_calls | length | content_filter
-	Usage         *Usage                 `protobuf:"bytes,6,opt,name=usage,proto3" json:"usage,omitempty"`                                   // summed over every attempt of this call
-	CostUsd       float64                `protobuf:"fixed64,7,opt,name=cost_usd,json=costUsd,proto3" json:"cost_usd,omitempty"`
-	Provider      string                 `protobuf:"bytes,8,opt,name=provider,proto3" json:"provider,omitempty"`
-	Model         string                 `protobuf:"bytes,9,opt,name=model,proto3" json:"model,omitempty"`
-	ApiMode       string                 `protobuf:"bytes,10,opt,name=api_mode,json=apiMode,proto3" json:"api_mode,omitempty"`
-	Attempts      int32                  `protobuf:"varint,11,opt,name=attempts,proto3" json:"attempts,omitempty"`
-	IsFallback    bool                   `protobuf:"varint,12,opt,name=is_fallback,json=isFallback,proto3" json:"is_fallback,omitempty"`
-	Error         string                 `protobuf:"bytes,13,opt,name=error,proto3" json:"error,omitempty"` // non-empty: the call failed; a message a person can act on
-	ErrorClass    string                 `protobuf:"bytes,14,opt,name=error_class,json=errorClass,proto3" json:"error_class,omitempty"`
-	PromptTokens  int64                  `protobuf:"varint,15,opt,name=prompt_tokens,json=promptTokens,proto3" json:"prompt_tokens,omitempty"` // as the provider reported it (all input classes)
-	LatencyMs     int64                  `protobuf:"varint,16,opt,name=latency_ms,json=latencyMs,proto3" json:"latency_ms,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	RequestId    string                 `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	SessionId    string                 `protobuf:"bytes,2,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	Step         int32                  `protobuf:"varint,3,opt,name=step,proto3" json:"step,omitempty"`
+	Message      *ChatMessage           `protobuf:"bytes,4,opt,name=message,proto3" json:"message,omitempty"`
+	FinishReason string                 `protobuf:"bytes,5,opt,name=finish_reason,json=finishReason,proto3" json:"finish_reason,omitempty"` // stop | tool_calls | length | content_filter
+	Usage        *Usage                 `protobuf:"bytes,6,opt,name=usage,proto3" json:"usage,omitempty"`                                   // summed over every attempt of this call
+	CostUsd      float64                `protobuf:"fixed64,7,opt,name=cost_usd,json=costUsd,proto3" json:"cost_usd,omitempty"`
+	Provider     string                 `protobuf:"bytes,8,opt,name=provider,proto3" json:"provider,omitempty"`
+	Model        string                 `protobuf:"bytes,9,opt,name=model,proto3" json:"model,omitempty"`
+	ApiMode      string                 `protobuf:"bytes,10,opt,name=api_mode,json=apiMode,proto3" json:"api_mode,omitempty"`
+	Attempts     int32                  `protobuf:"varint,11,opt,name=attempts,proto3" json:"attempts,omitempty"`
+	IsFallback   bool                   `protobuf:"varint,12,opt,name=is_fallback,json=isFallback,proto3" json:"is_fallback,omitempty"`
+	Error        string                 `protobuf:"bytes,13,opt,name=error,proto3" json:"error,omitempty"` // non-empty: the call failed; a message a person can act on
+	ErrorClass   string                 `protobuf:"bytes,14,opt,name=error_class,json=errorClass,proto3" json:"error_class,omitempty"`
+	PromptTokens int64                  `protobuf:"varint,15,opt,name=prompt_tokens,json=promptTokens,proto3" json:"prompt_tokens,omitempty"` // as the provider reported it (all input classes)
+	LatencyMs    int64                  `protobuf:"varint,16,opt,name=latency_ms,json=latencyMs,proto3" json:"latency_ms,omitempty"`
+	// partial_content is the text the last attempt streamed before it failed
+	// (set with error only): what the user already saw of an answer that
+	// broke off. A retry or a fallback streams anew, so earlier attempts'
+	// text is not part of it.
+	PartialContent string `protobuf:"bytes,17,opt,name=partial_content,json=partialContent,proto3" json:"partial_content,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *LLMResponse) Reset() {
@@ -656,6 +661,13 @@ func (x *LLMResponse) GetLatencyMs() int64 {
 		return x.LatencyMs
 	}
 	return 0
+}
+
+func (x *LLMResponse) GetPartialContent() string {
+	if x != nil {
+		return x.PartialContent
+	}
+	return ""
 }
 
 // ToolCallRequest asks a tool runner (or the memory service) to execute one call.
@@ -1584,7 +1596,7 @@ const file_herald_v1_herald_proto_rawDesc = "" +
 	"\tspent_usd\x18\x0e \x01(\x01R\bspentUsd\x12*\n" +
 	"\x11parent_session_id\x18\x0f \x01(\tR\x0fparentSessionId\x12'\n" +
 	"\x0fprefer_fallback\x18\x10 \x01(\bR\x0epreferFallback\x12\x12\n" +
-	"\x04turn\x18\x11 \x01(\x05R\x04turn\"\xfe\x03\n" +
+	"\x04turn\x18\x11 \x01(\x05R\x04turn\"\xa7\x04\n" +
 	"\vLLMResponse\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x1d\n" +
@@ -1607,7 +1619,8 @@ const file_herald_v1_herald_proto_rawDesc = "" +
 	"errorClass\x12#\n" +
 	"\rprompt_tokens\x18\x0f \x01(\x03R\fpromptTokens\x12\x1d\n" +
 	"\n" +
-	"latency_ms\x18\x10 \x01(\x03R\tlatencyMs\"\xde\x02\n" +
+	"latency_ms\x18\x10 \x01(\x03R\tlatencyMs\x12'\n" +
+	"\x0fpartial_content\x18\x11 \x01(\tR\x0epartialContent\"\xde\x02\n" +
 	"\x0fToolCallRequest\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x1d\n" +
 	"\n" +

@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/heraldrun/herald/proto/heraldpb"
@@ -155,20 +156,31 @@ func (r *callRun) stopped(ctx context.Context, cause *attemptError) *attemptErro
 	return cause
 }
 
+// success is the answer as the provider completed it. When its final form
+// holds no text although text was streamed (a Responses API stream whose
+// completed event lists no output), the text the user saw is the answer.
 func (r *callRun) success(ep endpoint, ans modelAnswer) *heraldpb.LLMResponse {
 	resp := r.response(ep)
 	resp.Message = ans.message
+	if streamed := r.progress.streamed(); isBlank(ans.message.GetContent()) && !isBlank(streamed) {
+		resp.Message.Content = streamed
+	}
 	resp.FinishReason = ans.finishReason
 	resp.PromptTokens = ans.promptTokens
 	return resp
 }
 
+// failure describes a call that gave up, with what its last attempt had
+// already streamed, so the loop can keep the part of the answer the user saw.
 func (r *callRun) failure(ep endpoint, ae *attemptError) *heraldpb.LLMResponse {
 	resp := r.response(ep)
 	resp.ErrorClass = string(ae.class)
 	resp.Error = r.describe(ep, ae)
+	resp.PartialContent = r.progress.streamed()
 	return resp
 }
+
+func isBlank(s string) bool { return strings.TrimSpace(s) == "" }
 
 // describe is the failure message a person reads: which provider, what went
 // wrong, and how many attempts were made. It never holds a credential.

@@ -8,7 +8,9 @@
 // normalisation, pricing, and money budgets.
 //
 // It consumes LLM_REQUESTS (durable "gateway") and produces an LLMResponse on
-// the request's reply subject, one UsageEvent per attempt on the tenant's
+// the request's reply subject (holding the text already streamed when the
+// answer came back empty or the call failed mid-stream, since only the
+// gateway sees the stream), one UsageEvent per attempt on the tenant's
 // usage subject, and delta/retry/fallback events on the session's events
 // subject. It must not decide anything about the agent loop (the loop owns
 // retries of empty answers, compression and exit reasons), must not write

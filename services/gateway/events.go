@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/heraldrun/herald/pkg/bus"
@@ -17,6 +18,9 @@ type progress struct {
 	req   *heraldpb.LLMRequest
 	seq   int64
 	scrub Scrubber
+	// shown is the text streamed since the call last started over: a retry
+	// or a fallback streams the answer anew, for the user too.
+	shown strings.Builder
 }
 
 func (p *progress) publish(ev proto.Event) {
@@ -30,21 +34,29 @@ func (p *progress) publish(ev proto.Event) {
 
 // delta streams model text, holding back what may be a memory-context tag.
 func (p *progress) delta(text string) {
-	if out := p.scrub.Feed(text); out != "" {
-		p.publish(proto.Event{Type: proto.EventDelta, Delta: out})
-	}
+	p.show(p.scrub.Feed(text))
 }
 
 // endStream releases text held back at the end of an attempt's stream, and
 // resets the scrubber so the next attempt starts clean.
 func (p *progress) endStream() {
-	if out := p.scrub.Flush(); out != "" {
-		p.publish(proto.Event{Type: proto.EventDelta, Delta: out})
-	}
+	p.show(p.scrub.Flush())
 	p.scrub = Scrubber{}
 }
 
+func (p *progress) show(text string) {
+	if text == "" {
+		return
+	}
+	p.shown.WriteString(text)
+	p.publish(proto.Event{Type: proto.EventDelta, Delta: text})
+}
+
+// streamed is the text the user has seen of the attempt that ended last.
+func (p *progress) streamed() string { return p.shown.String() }
+
 func (p *progress) retry(ep endpoint, attempt int, ae *attemptError, wait time.Duration) {
+	p.shown.Reset()
 	p.publish(proto.Event{Type: proto.EventRetry, Attempt: attempt, Provider: ep.provider, Model: ep.model,
 		Status: string(ae.class),
 		Message: fmt.Sprintf("%s failed (%s); retrying in %s (attempt %d)", ep, ae.class,
@@ -52,6 +64,7 @@ func (p *progress) retry(ep endpoint, attempt int, ae *attemptError, wait time.D
 }
 
 func (p *progress) fallback(from, to endpoint, ae *attemptError) {
+	p.shown.Reset()
 	p.publish(proto.Event{Type: proto.EventFallback, Provider: to.provider, Model: to.model,
 		Status:  string(ae.class),
 		Message: fmt.Sprintf("%s failed (%s); switching to fallback %s", from, ae.class, to)})

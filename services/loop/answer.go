@@ -28,19 +28,16 @@ const (
 )
 
 // onModelAnswer decides what a successful (or failed) model response means.
-// streamed is the text the user already saw streamed for a response that
-// holds no answer of its own; it stands in for the missing content.
-func (s *Service) onModelAnswer(t *txn, resp *heraldpb.LLMResponse, streamed string) error {
+// An answer that completed empty after streaming text already carries that
+// text: the gateway, which saw the stream, put it in.
+func (s *Service) onModelAnswer(t *txn, resp *heraldpb.LLMResponse) error {
 	st := t.st
 	if resp.Error != "" {
-		return s.onModelError(t, resp, streamed)
+		return s.onModelError(t, resp)
 	}
 	m := resp.Message
 	if m == nil {
 		m = &heraldpb.ChatMessage{}
-	}
-	if strings.TrimSpace(m.Content) == "" && strings.TrimSpace(streamed) != "" {
-		m.Content = streamed
 	}
 	s.checkPressure(t, resp)
 	if st.Pending.Grace {
@@ -124,7 +121,7 @@ func (s *Service) onEmpty(t *txn, m *heraldpb.ChatMessage) error {
 }
 
 // onModelError maps the gateway's error class to the turn's outcome.
-func (s *Service) onModelError(t *txn, resp *heraldpb.LLMResponse, streamed string) error {
+func (s *Service) onModelError(t *txn, resp *heraldpb.LLMResponse) error {
 	st := t.st
 	t.state(proto.StateErrorHandling)
 	reason := proto.ExitAllRetriesExhausted
@@ -145,13 +142,14 @@ func (s *Service) onModelError(t *txn, resp *heraldpb.LLMResponse, streamed stri
 	if reason == proto.ExitAllRetriesExhausted && st.Step >= st.MaxIterations-1 {
 		reason = proto.ExitErrorNearMaxIterations
 	}
-	return s.finishFailed(t, reason, resp.Error, streamed)
+	return s.finishFailed(t, reason, resp.Error, resp.PartialContent)
 }
 
 // finishFailed ends a turn whose model call failed. Text the user already
-// saw (earlier parts of a continued answer, and what this call streamed
-// before it broke) stays the turn's answer, in the transcript too, rather
-// than vanishing behind the error.
+// saw (earlier parts of a continued answer, and what the call's last attempt
+// streamed before it broke) stays the turn's answer, in the transcript too,
+// rather than vanishing behind the error. An interrupted call never gets
+// here: what it streamed is discarded.
 func (s *Service) finishFailed(t *txn, reason, errText, streamed string) error {
 	text := t.st.PartialContent + streamed
 	t.st.PartialContent = ""

@@ -226,22 +226,8 @@ func (s *Service) handleModelResponse(ctx context.Context, msg jetstream.Msg) er
 			return classifyResponse(st, resp.RequestId)
 		}
 		st.account(resp)
-		return s.onModelAnswer(t, resp, s.streamedFor(ctx, st, resp))
+		return s.onModelAnswer(t, resp)
 	})
-}
-
-// streamedFor is what resp's request streamed to the user, when resp holds
-// no answer of its own. Failing to read it back only costs the recovery.
-func (s *Service) streamedFor(ctx context.Context, st *State, resp *heraldpb.LLMResponse) string {
-	if !unusable(resp) {
-		return ""
-	}
-	text, err := s.streamedText(ctx, st.SessionID, resp.RequestId, time.UnixMilli(st.TurnStartedMs))
-	if err != nil {
-		s.log.Warn().Err(err).Str("session_id", st.SessionID).Msg("streamed text not recovered")
-		return ""
-	}
-	return text
 }
 
 func (st *State) account(resp *heraldpb.LLMResponse) {

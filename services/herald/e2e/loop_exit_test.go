@@ -1,13 +1,17 @@
 package e2e
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/heraldrun/herald/pkg/bus"
 	"github.com/heraldrun/herald/pkg/config"
 	"github.com/heraldrun/herald/pkg/scripted"
 	"github.com/heraldrun/herald/proto"
+	"github.com/heraldrun/herald/proto/heraldpb"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 )
 
@@ -192,6 +196,35 @@ func TestLoopInterruptStopsAnInFlightModelCallWithinASecond(t *testing.T) {
 	require.Equal(t, proto.ExitInterrupted, res.ExitReason)
 	require.Equal(t, "system,user", roles(h.Transcript(task.SessionID)), "nothing partial persisted")
 	require.NotContains(t, res.FinalResponse, "too late")
+}
+
+func TestLoopInterruptedAnswerDiscardsTheTextStreamedSoFar(t *testing.T) {
+	// The same interrupt reaches the loop and the gateway; here the
+	// gateway's answer (interrupted, with the text streamed so far) is what
+	// ends the turn: the loop is down when the interrupt comes, and the
+	// stored interrupt is removed before a loop starts again.
+	h := startWithoutLoop(t, scripted.Conversation(scripted.Reply{Content: "Half an answer that never ends.", ChunkChars: 5, StallAfter: 4}))
+	first := startLoop(t, h, nil)
+	task := NewTask("start answering")
+	h.Submit(task)
+	require.Eventually(t, func() bool { return len(h.EventsOfType(task.SessionID, proto.EventDelta)) == 3 },
+		10*time.Second, 5*time.Millisecond)
+	stopLoop(t, first)
+	h.interrupt(task.SessionID)
+	require.Eventually(t, func() bool {
+		m, err := bus.LastOnSubject(context.Background(), h.JS, bus.StreamLLMResponses, bus.LLMResponse(bus.OwnerLoop, task.SessionID))
+		resp := &heraldpb.LLMResponse{}
+		return err == nil && bus.Decode(m.Data, resp) == nil && resp.ErrorClass == "interrupted" && resp.PartialContent == "Half an answer "
+	}, 10*time.Second, 5*time.Millisecond, "the gateway answers interrupted, with what it had streamed")
+	control, err := h.JS.Stream(context.Background(), bus.StreamControl)
+	require.NoError(t, err)
+	require.NoError(t, control.Purge(context.Background(), jetstream.WithPurgeSubject(bus.SessionInterrupt(task.SessionID))))
+	startLoop(t, h, nil)
+
+	res := h.WaitResult(task, 10*time.Second)
+	require.Equal(t, proto.ExitInterrupted, res.ExitReason)
+	require.NotContains(t, res.FinalResponse, "Half an")
+	require.Equal(t, "system,user", roles(h.Transcript(task.SessionID)), "nothing partial persisted")
 }
 
 func TestLoopInterruptWhileToolsRun(t *testing.T) {

@@ -176,23 +176,42 @@ func readWorkspaceFile(h *H, name string) (string, error) {
 // the herald binary starts it, from the same global configuration.
 func startWithLoop(t *testing.T, script scripted.Script, adjust func(*loop.Config), opts ...Option) *H {
 	t.Helper()
+	h := startWithoutLoop(t, script, opts...)
+	startLoop(t, h, adjust)
+	return h
+}
+
+// startWithoutLoop is Start with every service but the loop.
+func startWithoutLoop(t *testing.T, script scripted.Script, opts ...Option) *H {
+	t.Helper()
 	withoutLoop := func(_ *config.Config, o *app.Options) {
 		o.Services = slices.DeleteFunc(slices.Clone(service.Names), func(n string) bool { return n == "loop" })
 	}
-	h := Start(t, script, append(opts, withoutLoop)...)
+	return Start(t, script, append(opts, withoutLoop)...)
+}
+
+// startLoop starts a loop on h's bus, configured from h's configuration
+// and adjusted by adjust (nil: as is); it is shut down when the test ends.
+func startLoop(t *testing.T, h *H, adjust func(*loop.Config)) *loop.Service {
+	t.Helper()
 	cfg := loop.ConfigFrom(h.Config)
-	adjust(&cfg)
+	if adjust != nil {
+		adjust(&cfg)
+	}
 	svc, err := loop.New(cfg, service.Deps{NC: h.NC, JS: h.JS, Log: heraldtest.Logger(t), Config: h.Config, Instance: "test"})
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	require.NoError(t, svc.Start(ctx))
-	t.Cleanup(func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		_ = svc.Shutdown(sctx)
-	})
-	return h
+	t.Cleanup(func() { stopLoop(t, svc) })
+	return svc
+}
+
+func stopLoop(t *testing.T, svc *loop.Service) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	require.NoError(t, svc.Shutdown(ctx))
 }
 
 // testClock is a clock the test moves forward by hand.
