@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -12,17 +14,59 @@ import (
 )
 
 // Claim-check: a payload larger than the server accepts in one message (a
-// long session's history, say) is stored in the herald_claims object store
-// and the message carries only its name in header Herald-Claim. Publish does
-// this on the way out; the worker and LastOnSubject resolve it on the way in,
-// so handlers always see the whole payload.
+// long session's history, say) is stored in its stream's claim store (object
+// store herald_claims_<stream>) and the message carries only its name in
+// header Herald-Claim and the store in Herald-Claim-Store. Publish does this
+// on the way out; the worker and LastOnSubject resolve it on the way in, so
+// handlers always see the whole payload. One store per stream means whoever
+// may read (or write) a stream's claims is whoever may read (or write) the
+// stream: a tool runner cannot read a claimed model request.
 const (
-	HeaderClaim  = "Herald-Claim"
-	BucketClaims = "herald_claims"
-	claimTTL     = 30 * 24 * time.Hour
+	HeaderClaim      = "Herald-Claim"
+	HeaderClaimStore = "Herald-Claim-Store"
+	claimTTL         = 30 * 24 * time.Hour
 	// claimHeadroom leaves room under the server's max payload for headers.
 	claimHeadroom = 64 << 10
 )
+
+// ClaimStreams are the streams whose payloads may outgrow the max payload:
+// every stream but CONTROL (interrupts and answers typed by people) and the
+// DLQ (a dead letter keeps its claim where it was).
+var ClaimStreams = []string{StreamTasks, StreamSessions, StreamEvents, StreamLLMRequests, StreamLLMResponses,
+	StreamToolCalls, StreamToolResults, StreamCompress, StreamCompressResults, StreamUsage, StreamToolEvents}
+
+// ClaimStore is the object store holding the claims of stream.
+func ClaimStore(stream string) string { return "herald_claims_" + strings.ToLower(stream) }
+
+// claimStoreFor is the claim store of the stream that stores subject.
+func claimStoreFor(subject string) (string, error) {
+	for _, cfg := range Streams(1) {
+		for _, filter := range cfg.Subjects {
+			if subjectMatches(filter, subject) {
+				if !slices.Contains(ClaimStreams, cfg.Name) {
+					return "", fmt.Errorf("stream %s keeps no claims", cfg.Name)
+				}
+				return ClaimStore(cfg.Name), nil
+			}
+		}
+	}
+	return "", fmt.Errorf("no stream stores %s", subject)
+}
+
+// subjectMatches reports whether subject falls under filter (* one token,
+// > the rest).
+func subjectMatches(filter, subject string) bool {
+	f, s := strings.Split(filter, "."), strings.Split(subject, ".")
+	for i, tok := range f {
+		if tok == ">" {
+			return len(s) > i
+		}
+		if i >= len(s) || (tok != "*" && tok != s[i]) {
+			return false
+		}
+	}
+	return len(f) == len(s)
+}
 
 // claimLimit is the largest payload sent inline.
 func claimLimit(js jetstream.JetStream) int {
@@ -35,9 +79,13 @@ func claimLimit(js jetstream.JetStream) int {
 
 // publishClaim stores data in the object store and publishes a reference.
 func publishClaim(ctx context.Context, js jetstream.JetStream, subject, id string, data []byte) error {
-	obj, err := js.ObjectStore(ctx, BucketClaims)
+	store, err := claimStoreFor(subject)
 	if err != nil {
-		return fmt.Errorf("claim store: %w", err)
+		return fmt.Errorf("%d-byte payload for %s is over the server's max payload and %w", len(data), subject, err)
+	}
+	obj, err := js.ObjectStore(ctx, store)
+	if err != nil {
+		return fmt.Errorf("claim store %s: %w", store, err)
 	}
 	name := id
 	if name == "" {
@@ -49,6 +97,7 @@ func publishClaim(ctx context.Context, js jetstream.JetStream, subject, id strin
 	}
 	m := nats.NewMsg(subject)
 	m.Header.Set(HeaderClaim, name)
+	m.Header.Set(HeaderClaimStore, store)
 	var opts []jetstream.PublishOpt
 	if id != "" {
 		opts = append(opts, jetstream.WithMsgID(id))
@@ -66,9 +115,13 @@ func Resolve(ctx context.Context, js jetstream.JetStream, h nats.Header, data []
 	if name == "" {
 		return data, nil
 	}
-	obj, err := js.ObjectStore(ctx, BucketClaims)
+	store := h.Get(HeaderClaimStore)
+	if !strings.HasPrefix(store, "herald_claims_") {
+		return nil, Permanent(fmt.Errorf("claim %s names no claim store (%s %q)", name, HeaderClaimStore, store))
+	}
+	obj, err := js.ObjectStore(ctx, store)
 	if err != nil {
-		return nil, fmt.Errorf("claim store: %w", err)
+		return nil, fmt.Errorf("claim store %s: %w", store, err)
 	}
 	full, err := obj.GetBytes(ctx, name)
 	if err != nil {

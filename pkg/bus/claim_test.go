@@ -63,7 +63,7 @@ func TestPayloadsOverTheServerLimitTravelByClaim(t *testing.T) {
 func TestAMissingClaimIsDeadLetteredWithItsName(t *testing.T) {
 	js := smallBus(t)
 	require.NoError(t, bus.Publish(context.Background(), js, bus.TasksSubject, "big", bytes.Repeat([]byte("x"), 512<<10)))
-	obj, err := js.ObjectStore(context.Background(), bus.BucketClaims)
+	obj, err := js.ObjectStore(context.Background(), bus.ClaimStore(bus.StreamTasks))
 	require.NoError(t, err)
 	require.NoError(t, obj.Delete(context.Background(), "c-big"))
 	w, err := bus.StartWorker(context.Background(), js, bus.ConsumerSpec{Stream: bus.StreamTasks, Durable: "t",
@@ -74,4 +74,45 @@ func TestAMissingClaimIsDeadLetteredWithItsName(t *testing.T) {
 	dl := heraldtest.DeadLetters(t, js, bus.StreamTasks)[0]
 	require.Contains(t, dl.Header.Get(bus.HeaderError), "c-big")
 	require.Equal(t, "c-big", dl.Header.Get(bus.HeaderClaim))
+	require.Equal(t, "herald_claims_tasks", dl.Header.Get(bus.HeaderClaimStore))
+}
+
+// Each stream's claims live in that stream's own store, and a stream that
+// keeps no claims refuses an oversized payload with a clear error.
+func TestClaimsLiveInTheirStreamsStore(t *testing.T) {
+	js := smallBus(t)
+	ctx := context.Background()
+	big := bytes.Repeat([]byte("y"), 512<<10)
+	require.NoError(t, bus.Publish(ctx, js, bus.LLMRequest("s1"), "r1", big))
+	raw, err := bus.LastOnSubject(ctx, js, bus.StreamLLMRequests, bus.LLMRequest("s1"))
+	require.NoError(t, err)
+	require.Equal(t, big, raw.Data)
+	require.Equal(t, "herald_claims_llm_requests", raw.Header.Get(bus.HeaderClaimStore))
+	for _, stream := range bus.ClaimStreams {
+		if stream == bus.StreamLLMRequests {
+			continue
+		}
+		obj, err := js.ObjectStore(ctx, bus.ClaimStore(stream))
+		require.NoError(t, err)
+		_, err = obj.GetInfo(ctx, "c-r1")
+		require.ErrorIs(t, err, jetstream.ErrObjectNotFound, "the claim is not in %s's store", stream)
+	}
+
+	err = bus.Publish(ctx, js, bus.SessionInput("s1"), "i1", big)
+	require.ErrorContains(t, err, "over the server's max payload and stream CONTROL keeps no claims")
+}
+
+func TestSubjectsFindTheirClaimStore(t *testing.T) {
+	for subject, store := range map[string]string{
+		bus.TasksSubject:                           "herald_claims_tasks",
+		bus.SessionLog("s1"):                       "herald_claims_sessions",
+		bus.ToolCall(bus.DefaultPool, "s1"):        "herald_claims_tool_calls",
+		bus.LLMResponse(bus.OwnerCompressor, "s1"): "herald_claims_llm_responses",
+	} {
+		got, err := bus.ClaimStoreFor(subject)
+		require.NoError(t, err, subject)
+		require.Equal(t, store, got, subject)
+	}
+	_, err := bus.ClaimStoreFor("herald.nowhere")
+	require.ErrorContains(t, err, "no stream stores herald.nowhere")
 }

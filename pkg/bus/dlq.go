@@ -40,7 +40,9 @@ func DeadLetter(ctx context.Context, js jetstream.JetStream, msg jetstream.Msg, 
 	dl.Header.Set(HeaderConsumer, meta.Consumer)
 	dl.Header.Set(HeaderDeliveries, strconv.FormatUint(meta.NumDelivered, 10))
 	if claim := msg.Headers().Get(HeaderClaim); claim != "" {
-		dl.Header.Set(HeaderClaim, claim) // the payload stays in the claim store
+		// the payload stays in the claim store
+		dl.Header.Set(HeaderClaim, claim)
+		dl.Header.Set(HeaderClaimStore, msg.Headers().Get(HeaderClaimStore))
 	}
 	id := fmt.Sprintf("dlq:%s:%d", meta.Stream, meta.Sequence.Stream)
 	if _, err := js.PublishMsg(ctx, dl, jetstream.WithMsgID(id)); err != nil {

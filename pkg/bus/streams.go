@@ -103,9 +103,12 @@ func Buckets(replicas int) []jetstream.KeyValueConfig {
 	}
 }
 
-// ObjectStores returns every object store Herald uses.
+// ObjectStores returns every object store Herald uses: the claim stores.
 func ObjectStores(replicas int) []jetstream.ObjectStoreConfig {
-	return []jetstream.ObjectStoreConfig{
-		{Bucket: BucketClaims, Storage: jetstream.FileStorage, Replicas: max(replicas, 1), TTL: claimTTL},
+	var out []jetstream.ObjectStoreConfig
+	for _, stream := range ClaimStreams {
+		out = append(out, jetstream.ObjectStoreConfig{Bucket: ClaimStore(stream), Storage: jetstream.FileStorage,
+			Replicas: max(replicas, 1), TTL: claimTTL})
 	}
+	return out
 }

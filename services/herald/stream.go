@@ -62,9 +62,9 @@ func (s *stream) run(ctx context.Context) (proto.Result, error) {
 		case <-deadline:
 			return proto.Result{}, fmt.Errorf("interrupted, and no result arrived within %s", interruptGrace)
 		case m := <-events:
-			s.onEvent(m.Data)
+			s.onEvent(s.payload(m))
 		case m := <-results:
-			if res, ok := s.match(m.Data); ok {
+			if res, ok := s.match(s.payload(m)); ok {
 				s.drain(events)
 				return s.finish(res), nil
 			}
@@ -86,11 +86,26 @@ func (s *stream) drain(events <-chan *nats.Msg) {
 	for {
 		select {
 		case m := <-events:
-			s.onEvent(m.Data)
+			s.onEvent(s.payload(m))
 		case <-quiet.C:
 			return
 		}
 	}
+}
+
+// payload is a message's whole payload: an event or result over the
+// server's max payload arrives as a claim, resolved from its claim store.
+func (s *stream) payload(m *nats.Msg) []byte {
+	if m.Header.Get(bus.HeaderClaim) == "" {
+		return m.Data
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	data, err := bus.Resolve(ctx, s.js, m.Header, m.Data)
+	if err != nil {
+		return m.Data
+	}
+	return data
 }
 
 func (s *stream) match(data []byte) (proto.Result, bool) {

@@ -35,6 +35,11 @@ func TestPayloadsOverMaxPayloadPassUnderEachUser(t *testing.T) {
 		{"compressor", "loop", bus.StreamCompressResults, bus.CompressResult("s-big")},
 		{"loop", "client", bus.StreamSessions, bus.SessionResult("s-big")},
 		{"loop", "memory", bus.StreamSessions, bus.SessionLog("s-big")},
+		{"client", "loop", bus.StreamTasks, bus.TasksSubject},
+		{"loop", "client", bus.StreamEvents, bus.SessionEvents("s-big")},
+		{"toolrunner", "client", bus.StreamEvents, bus.SessionEvents("s-big")},
+		{"gateway", "accounting", bus.StreamUsage, bus.UsageSubject("acme")},
+		{"memory", "accounting", bus.StreamToolEvents, bus.ToolEventSubject("acme")},
 	} {
 		w, r := s.connect(t, c.writer), s.connect(t, c.reader)
 		require.NoError(t, bus.Publish(ctx, w.js, c.subject, c.writer+":"+c.subject, big), "%s stores a large payload on %s", c.writer, c.subject)
@@ -50,4 +55,26 @@ func TestPayloadsOverMaxPayloadPassUnderEachUser(t *testing.T) {
 		require.True(t, bytes.Equal(big, got), "%s reads back the whole payload", c.reader)
 	}
 	require.Empty(t, s.violations())
+
+	// A claim is readable only by who may read its stream: a tool runner
+	// cannot read a claimed model request or transcript, nor the gateway a
+	// claimed tool call.
+	for _, c := range []struct{ reader, stream, subject string }{
+		{"toolrunner", bus.StreamLLMRequests, bus.LLMRequest("s-big")},
+		{"toolrunner", bus.StreamSessions, bus.SessionLog("s-big")},
+		{"gateway", bus.StreamToolCalls, bus.ToolCall(bus.DefaultPool, "s-big")},
+		{"client", bus.StreamLLMResponses, bus.LLMResponse(bus.OwnerLoop, "s-big")},
+		{"accounting", bus.StreamSessions, bus.SessionLog("s-big")},
+	} {
+		st, err := admin.js.Stream(ctx, c.stream)
+		require.NoError(t, err)
+		raw, err := st.GetLastMsgForSubject(ctx, c.subject)
+		require.NoError(t, err)
+		r := s.connect(t, c.reader)
+		rctx, cancel := context.WithTimeout(ctx, time.Second)
+		_, err = bus.Resolve(rctx, r.js, raw.Header, raw.Data)
+		cancel()
+		require.Error(t, err, "%s must not read the claim on %s", c.reader, c.subject)
+		r.requireDenied("publish", "$JS.API.STREAM.INFO."+"OBJ_"+bus.ClaimStore(c.stream))
+	}
 }

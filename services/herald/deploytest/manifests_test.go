@@ -185,7 +185,9 @@ func TestNATSConfigNamesOnlyRealStreamsAndSubjects(t *testing.T) {
 	for _, b := range buckets {
 		streams["KV_"+b] = []string{"$KV." + b + ".>"}
 	}
-	streams["OBJ_"+bus.BucketClaims] = []string{"$O." + bus.BucketClaims + ".>"}
+	for _, o := range bus.ObjectStores(1) {
+		streams["OBJ_"+o.Bucket] = []string{"$O." + o.Bucket + ".>"}
+	}
 	core := []string{bus.MemorySnapshotSubject, bus.ToolSpecsSubject, memory.SearchSubject, memory.RecallSubject}
 	deadLetter := map[string]bool{"MEMORY_SNAPSHOT": true} // memory's core requests dead-letter here
 	for s := range streams {

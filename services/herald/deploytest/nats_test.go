@@ -340,7 +340,7 @@ func TestOnlyAdminChangesStreams(t *testing.T) {
 		c := s.connect(t, user)
 		require.NoError(t, bus.Ensure(ctx, c.js, 1), "%s finds the streams declared", user)
 		for _, subj := range []string{"$JS.API.STREAM.UPDATE.KV_herald_sessions", "$JS.API.STREAM.CREATE.HIJACK",
-			"$JS.API.STREAM.UPDATE.USAGE", "$JS.API.STREAM.DELETE.TOOL_CALLS", "$JS.API.STREAM.UPDATE.OBJ_herald_claims"} {
+			"$JS.API.STREAM.UPDATE.USAGE", "$JS.API.STREAM.DELETE.TOOL_CALLS", "$JS.API.STREAM.UPDATE.OBJ_herald_claims_sessions"} {
 			require.NoError(t, c.nc.Publish(subj, []byte("{}")))
 			c.requireDenied("publish", subj)
 		}

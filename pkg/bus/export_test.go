@@ -1,0 +1,4 @@
+package bus
+
+// ClaimStoreFor exposes claimStoreFor to the package's external tests.
+var ClaimStoreFor = claimStoreFor
