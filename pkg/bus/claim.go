@@ -30,9 +30,10 @@ const (
 )
 
 // ClaimStreams are the streams whose payloads may outgrow the max payload:
-// every stream but CONTROL (interrupts and answers typed by people) and the
-// DLQ (a dead letter keeps its claim where it was).
-var ClaimStreams = []string{StreamTasks, StreamSessions, StreamEvents, StreamLLMRequests, StreamLLMResponses,
+// every stream published to through Publish but CONTROL (interrupts and
+// answers typed by people). EVENTS are core publishes, best effort, and the
+// DLQ keeps a dead letter's claim where it was.
+var ClaimStreams = []string{StreamTasks, StreamSessions, StreamLLMRequests, StreamLLMResponses,
 	StreamToolCalls, StreamToolResults, StreamCompress, StreamCompressResults, StreamUsage, StreamToolEvents}
 
 // ClaimStore is the object store holding the claims of stream.
@@ -68,13 +69,14 @@ func subjectMatches(filter, subject string) bool {
 	return len(f) == len(s)
 }
 
-// claimLimit is the largest payload sent inline.
+// claimLimit is the largest payload sent inline: under the server's max
+// payload and the streams' largest message.
 func claimLimit(js jetstream.JetStream) int {
 	limit := int64(1 << 20)
 	if nc := js.Conn(); nc != nil && nc.MaxPayload() > 0 {
 		limit = nc.MaxPayload()
 	}
-	return int(limit) - claimHeadroom
+	return int(min(limit, defaultMaxMsgSize)) - claimHeadroom
 }
 
 // publishClaim stores data in the object store and publishes a reference.
@@ -108,16 +110,25 @@ func publishClaim(ctx context.Context, js jetstream.JetStream, subject, id strin
 	return nil
 }
 
-// Resolve returns a message's whole payload, fetching it from the claim
-// store when the message only refers to it.
-func Resolve(ctx context.Context, js jetstream.JetStream, h nats.Header, data []byte) ([]byte, error) {
+// Resolve returns the whole payload of a message stored on subject, fetching
+// it from the claim store when the message only refers to it. The store is
+// the subject's stream's (a dead letter's: its original stream's), never
+// one a header names, so a publisher cannot point a reader at claims of a
+// stream it may not write.
+func Resolve(ctx context.Context, js jetstream.JetStream, subject string, h nats.Header, data []byte) ([]byte, error) {
 	name := h.Get(HeaderClaim)
 	if name == "" {
 		return data, nil
 	}
-	store := h.Get(HeaderClaimStore)
-	if !strings.HasPrefix(store, "herald_claims_") {
-		return nil, Permanent(fmt.Errorf("claim %s names no claim store (%s %q)", name, HeaderClaimStore, store))
+	var store string
+	var err error
+	if strings.HasPrefix(subject, dlqPrefix) {
+		store = ClaimStore(h.Get(HeaderStream))
+	} else if store, err = claimStoreFor(subject); err != nil {
+		return nil, Permanent(fmt.Errorf("claim %s on %s: %w", name, subject, err))
+	}
+	if named := h.Get(HeaderClaimStore); named != "" && named != store {
+		return nil, Permanent(fmt.Errorf("claim %s on %s names store %s, not its stream's %s", name, subject, named, store))
 	}
 	obj, err := js.ObjectStore(ctx, store)
 	if err != nil {
@@ -128,6 +139,11 @@ func Resolve(ctx context.Context, js jetstream.JetStream, h nats.Header, data []
 		return nil, fmt.Errorf("claimed payload %s: %w", name, err)
 	}
 	return full, nil
+}
+
+// Payload is a delivered message's whole payload (see Resolve).
+func Payload(ctx context.Context, js jetstream.JetStream, msg jetstream.Msg) ([]byte, error) {
+	return Resolve(ctx, js, msg.Subject(), msg.Headers(), msg.Data())
 }
 
 // claimedMsg is a delivered message whose payload was resolved from a claim.
@@ -144,7 +160,7 @@ func resolveMsg(ctx context.Context, js jetstream.JetStream, msg jetstream.Msg) 
 	if msg.Headers().Get(HeaderClaim) == "" {
 		return msg, nil
 	}
-	data, err := Resolve(ctx, js, msg.Headers(), msg.Data())
+	data, err := Resolve(ctx, js, msg.Subject(), msg.Headers(), msg.Data())
 	if err != nil {
 		if isNotFound(err) {
 			return nil, Permanent(err)

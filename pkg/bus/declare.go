@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 )
@@ -24,62 +25,106 @@ type Change struct {
 var ErrNotDeclared = errors.New(`not declared; run "herald declare" as a user allowed to (see deploy/README.md)`)
 
 // declaration is one thing Declare keeps in shape: the stream behind it,
-// how far an existing stream's configuration is from it, and how to apply it.
+// how far an existing stream's configuration is from it (the replica count
+// aside), and how to apply it with a given replica count.
 type declaration struct {
-	stream  string
-	differs func(have jetstream.StreamConfig) string
-	apply   func(ctx context.Context, js jetstream.JetStream) error
+	stream   string
+	replicas int
+	differs  func(have jetstream.StreamConfig) string
+	apply    func(ctx context.Context, js jetstream.JetStream, replicas int) error
 }
 
 func declarations(replicas int) []declaration {
 	var ds []declaration
 	for _, cfg := range Streams(replicas) {
-		ds = append(ds, declaration{stream: cfg.Name,
+		ds = append(ds, declaration{stream: cfg.Name, replicas: cfg.Replicas,
 			differs: func(have jetstream.StreamConfig) string { return streamDiff(cfg, have) },
-			apply: func(ctx context.Context, js jetstream.JetStream) error {
-				_, err := js.CreateOrUpdateStream(ctx, cfg)
+			apply: func(ctx context.Context, js jetstream.JetStream, replicas int) error {
+				c := cfg
+				c.Replicas = replicas
+				_, err := js.CreateOrUpdateStream(ctx, c)
 				return err
 			}})
 	}
 	for _, cfg := range Buckets(replicas) {
-		want := jetstream.StreamConfig{MaxMsgsPerSubject: int64(cfg.History), MaxAge: cfg.TTL,
-			Storage: cfg.Storage, Replicas: cfg.Replicas}
-		ds = append(ds, declaration{stream: "KV_" + cfg.Bucket,
+		want := jetstream.StreamConfig{MaxMsgsPerSubject: int64(cfg.History), MaxAge: cfg.TTL, Storage: cfg.Storage,
+			AllowDirect: true}
+		ds = append(ds, declaration{stream: "KV_" + cfg.Bucket, replicas: cfg.Replicas,
 			differs: func(have jetstream.StreamConfig) string { return storeDiff(want, have) },
-			apply: func(ctx context.Context, js jetstream.JetStream) error {
-				_, err := js.CreateOrUpdateKeyValue(ctx, cfg)
+			apply: func(ctx context.Context, js jetstream.JetStream, replicas int) error {
+				c := cfg
+				c.Replicas = replicas
+				_, err := js.CreateOrUpdateKeyValue(ctx, c)
 				return err
 			}})
 	}
 	for _, cfg := range ObjectStores(replicas) {
-		want := jetstream.StreamConfig{MaxAge: cfg.TTL, Storage: cfg.Storage, Replicas: cfg.Replicas}
-		ds = append(ds, declaration{stream: "OBJ_" + cfg.Bucket,
+		want := jetstream.StreamConfig{MaxAge: cfg.TTL, Storage: cfg.Storage, AllowDirect: true}
+		ds = append(ds, declaration{stream: "OBJ_" + cfg.Bucket, replicas: cfg.Replicas,
 			differs: func(have jetstream.StreamConfig) string { return storeDiff(want, have) },
-			apply: func(ctx context.Context, js jetstream.JetStream) error {
-				_, err := js.CreateOrUpdateObjectStore(ctx, cfg)
+			apply: func(ctx context.Context, js jetstream.JetStream, replicas int) error {
+				c := cfg
+				c.Replicas = replicas
+				_, err := js.CreateOrUpdateObjectStore(ctx, c)
 				return err
 			}})
 	}
 	return ds
 }
 
+// How far declare goes.
+type declareMode int
+
+const (
+	checkOnly  declareMode = iota // write nothing
+	ensureOnly                    // create what is missing, repair what differs; keep replica counts
+	declareAll                    // also set every replica count to the configured one
+)
+
 // Declare brings every stream, bucket and object store to this version's
-// declaration. It reads what exists first (one STREAM.LIST) and writes only
-// what is missing or differs, so a service that finds everything in place
-// needs no right to create or update streams: in a deployment with one NATS
-// user per service only the admin user that runs "herald declare" holds it.
+// declaration, replica counts included. It reads what exists first (one
+// STREAM.LIST) and writes only what is missing or differs, so a process that
+// finds everything in place needs no right to create or update streams: in a
+// deployment with one NATS user per service only the admin user that runs
+// "herald declare" holds it.
 func Declare(ctx context.Context, js jetstream.JetStream, replicas int) ([]Change, error) {
-	return declare(ctx, js, replicas, true)
+	return declare(ctx, js, replicas, declareAll)
 }
 
-// Check reports, writing nothing, whether every stream, bucket and object
-// store is in place as this version declares it; ErrNotDeclared says not.
-func Check(ctx context.Context, js jetstream.JetStream, replicas int) error {
-	_, err := declare(ctx, js, replicas, false)
+// Ensure creates what is missing and repairs what differs from this
+// version's declaration, leaving existing streams' replica counts as they
+// are: a process configured with the default of one replica must not shrink
+// a cluster's streams. New streams get replicas copies.
+func Ensure(ctx context.Context, js jetstream.JetStream, replicas int) error {
+	_, err := declare(ctx, js, replicas, ensureOnly)
 	return err
 }
 
-func declare(ctx context.Context, js jetstream.JetStream, replicas int, write bool) ([]Change, error) {
+// Check reports, writing nothing, whether every stream, bucket and object
+// store is in place as this version declares it (replica counts aside);
+// ErrNotDeclared says not.
+func Check(ctx context.Context, js jetstream.JetStream, replicas int) error {
+	_, err := declare(ctx, js, replicas, checkOnly)
+	return err
+}
+
+// CheckExists reports whether the named streams exist, whatever their
+// configuration: enough for a client that only submits work and reads
+// results, which should not refuse a server declared by another version.
+func CheckExists(ctx context.Context, js jetstream.JetStream, streams ...string) error {
+	have, err := listStreams(ctx, js)
+	if err != nil {
+		return err
+	}
+	for _, name := range streams {
+		if _, ok := have[name]; !ok {
+			return fmt.Errorf("stream %s is missing: %w", name, ErrNotDeclared)
+		}
+	}
+	return nil
+}
+
+func listStreams(ctx context.Context, js jetstream.JetStream) (map[string]jetstream.StreamConfig, error) {
 	have := map[string]jetstream.StreamConfig{}
 	list := js.ListStreams(ctx)
 	for info := range list.Info() {
@@ -88,12 +133,28 @@ func declare(ctx context.Context, js jetstream.JetStream, replicas int, write bo
 	if err := list.Err(); err != nil {
 		return nil, fmt.Errorf("list streams: %w", err)
 	}
+	return have, nil
+}
+
+func declare(ctx context.Context, js jetstream.JetStream, replicas int, mode declareMode) ([]Change, error) {
+	have, err := listStreams(ctx, js)
+	if err != nil {
+		return nil, err
+	}
 	var changes []Change
 	for _, d := range declarations(replicas) {
 		ch := Change{Stream: d.stream, Action: "created"}
+		copies := d.replicas
 		if cfg, ok := have[d.stream]; ok {
-			if ch.Reason = d.differs(cfg); ch.Reason == "" {
+			ch.Reason = d.differs(cfg)
+			if mode == declareAll && ch.Reason == "" && max(cfg.Replicas, 1) != copies {
+				ch.Reason = fmt.Sprintf("replicas %d, want %d", cfg.Replicas, copies)
+			}
+			if ch.Reason == "" {
 				continue
+			}
+			if mode != declareAll {
+				copies = max(cfg.Replicas, 1)
 			}
 			ch.Action = "updated"
 		}
@@ -101,20 +162,33 @@ func declare(ctx context.Context, js jetstream.JetStream, replicas int, write bo
 		if ch.Action == "updated" {
 			state = "out of date (" + ch.Reason + ")"
 		}
-		if !write {
+		if mode == checkOnly {
 			return nil, fmt.Errorf("stream %s is %s: %w", d.stream, state, ErrNotDeclared)
 		}
-		if err := d.apply(ctx, js); err != nil {
-			return changes, fmt.Errorf("stream %s is %s and could not be declared (%v): %w", d.stream, state, err, ErrNotDeclared)
+		if err := d.apply(ctx, js, copies); err != nil {
+			if denied(js, err) {
+				return changes, fmt.Errorf("stream %s is %s and this user may not declare it (%v): %w",
+					d.stream, state, deniedCause(js, err), ErrNotDeclared)
+			}
+			return changes, fmt.Errorf("declare stream %s (%s): %w", d.stream, state, err)
 		}
 		changes = append(changes, ch)
 	}
 	return changes, nil
 }
 
-// Ensure is Declare for a process that only needs everything in place.
-func Ensure(ctx context.Context, js jetstream.JetStream, replicas int) error {
-	_, err := Declare(ctx, js, replicas)
+// denied says whether a declaration failed for want of permission: the
+// server drops a request the user may not publish, so it times out, and the
+// connection's last error names the violation.
+func denied(js jetstream.JetStream, err error) bool {
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) ||
+		errors.Is(err, nats.ErrPermissionViolation) || errors.Is(js.Conn().LastError(), nats.ErrPermissionViolation)
+}
+
+func deniedCause(js jetstream.JetStream, err error) error {
+	if last := js.Conn().LastError(); errors.Is(last, nats.ErrPermissionViolation) {
+		return last
+	}
 	return err
 }
 
@@ -173,10 +247,20 @@ func storeDiff(want, have jetstream.StreamConfig) string {
 		return fmt.Sprintf("max age %v, want %v", have.MaxAge, want.MaxAge)
 	case want.Storage != have.Storage:
 		return fmt.Sprintf("storage %v, want %v", have.Storage, want.Storage)
-	case max(want.Replicas, 1) != max(have.Replicas, 1):
-		return fmt.Sprintf("replicas %d, want %d", have.Replicas, want.Replicas)
-	case want.MaxMsgsPerSubject != 0 && want.MaxMsgsPerSubject != have.MaxMsgsPerSubject:
-		return fmt.Sprintf("history %d, want %d", have.MaxMsgsPerSubject, want.MaxMsgsPerSubject)
+	case unlimited(want.MaxMsgsPerSubject) != unlimited(have.MaxMsgsPerSubject):
+		return fmt.Sprintf("max messages per subject %d, want %d", have.MaxMsgsPerSubject, want.MaxMsgsPerSubject)
+	case unlimited(have.MaxMsgs) != -1:
+		return fmt.Sprintf("max messages %d, want no limit", have.MaxMsgs)
+	case have.RePublish != nil:
+		return fmt.Sprintf("republishes %s to %s", have.RePublish.Source, have.RePublish.Destination)
+	case have.Sealed:
+		return "sealed"
+	case have.Mirror != nil || len(have.Sources) > 0:
+		return "mirrors or sources another stream"
+	case have.DenyPurge:
+		return "purge denied"
+	case want.AllowDirect && !have.AllowDirect:
+		return "direct get off"
 	}
 	return ""
 }

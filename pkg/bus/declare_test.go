@@ -60,6 +60,49 @@ func TestDeclareWritesOnlyWhatIsMissingOrDiffers(t *testing.T) {
 	info, err := events.Info(ctx)
 	require.NoError(t, err)
 	require.Equal(t, 24*time.Hour, info.Config.MaxAge)
+
+	// A session bucket made to republish its state elsewhere is noticed,
+	// reported by Check and put back by Declare.
+	kv, err := js.Stream(ctx, "KV_"+bus.BucketSessions)
+	require.NoError(t, err)
+	kcfg := kv.CachedInfo().Config
+	kcfg.RePublish = &jetstream.RePublish{Source: ">", Destination: "leak.>"}
+	_, err = js.UpdateStream(ctx, kcfg)
+	require.NoError(t, err)
+	err = bus.Check(ctx, js, 1)
+	require.ErrorIs(t, err, bus.ErrNotDeclared)
+	require.ErrorContains(t, err, "KV_herald_sessions is out of date (republishes > to leak.>)")
+	changes, err = bus.Declare(ctx, js, 1)
+	require.NoError(t, err)
+	require.Equal(t, []bus.Change{{Stream: "KV_herald_sessions", Action: "updated", Reason: "republishes > to leak.>"}}, changes)
+	kinfo, err := kv.Info(ctx)
+	require.NoError(t, err)
+	require.Nil(t, kinfo.Config.RePublish)
+}
+
+// A process configured with another replica count than the streams have
+// (the default of one, against a cluster's three) neither fails its check
+// nor changes them; only Declare (herald declare) sets replica counts.
+func TestOnlyDeclareChangesReplicaCounts(t *testing.T) {
+	srv, err := embedded.Start(embedded.Options{StoreDir: t.TempDir(), Log: zerolog.Nop()})
+	require.NoError(t, err)
+	t.Cleanup(srv.Shutdown)
+	nc, err := srv.Connect("replicas")
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	_, err = bus.Declare(ctx, js, 1)
+	require.NoError(t, err)
+
+	require.NoError(t, bus.Check(ctx, js, 3))
+	require.NoError(t, bus.Ensure(ctx, js, 3), "ensure leaves existing replica counts alone")
+	_, err = bus.Declare(ctx, js, 3)
+	require.Error(t, err, "a single server cannot hold three replicas")
+	require.NotErrorIs(t, err, bus.ErrNotDeclared, "the server's answer, not a permission problem")
+	require.ErrorContains(t, err, "replicas 1, want 3")
 }
 
 // A service user that may list streams but not create or update them
@@ -104,7 +147,8 @@ accounts {
 	err = bus.Ensure(ctx, svc, 1)
 	cancel()
 	require.ErrorIs(t, err, bus.ErrNotDeclared)
-	require.ErrorContains(t, err, "stream "+bus.StreamTasks+" is missing")
+	require.ErrorContains(t, err, "stream "+bus.StreamTasks+" is missing and this user may not declare it")
+	require.ErrorContains(t, err, "permissions violation")
 	require.ErrorContains(t, err, "herald declare")
 
 	ctx, cancel = context.WithTimeout(context.Background(), 20*time.Second)

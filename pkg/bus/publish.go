@@ -64,7 +64,7 @@ func LastOnSubject(ctx context.Context, js jetstream.JetStream, stream, subject 
 	if err != nil {
 		return nil, err
 	}
-	if raw.Data, err = Resolve(ctx, js, raw.Header, raw.Data); err != nil {
+	if raw.Data, err = Resolve(ctx, js, raw.Subject, raw.Header, raw.Data); err != nil {
 		return nil, err
 	}
 	return raw, nil

@@ -1,6 +1,7 @@
 package bus
 
 import (
+	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -104,11 +105,20 @@ func Buckets(replicas int) []jetstream.KeyValueConfig {
 }
 
 // ObjectStores returns every object store Herald uses: the claim stores.
+// A claim lives as long as the messages of its stream (work queues, whose
+// messages wait until consumed, keep claims for claimTTL).
 func ObjectStores(replicas int) []jetstream.ObjectStoreConfig {
 	var out []jetstream.ObjectStoreConfig
-	for _, stream := range ClaimStreams {
-		out = append(out, jetstream.ObjectStoreConfig{Bucket: ClaimStore(stream), Storage: jetstream.FileStorage,
-			Replicas: max(replicas, 1), TTL: claimTTL})
+	for _, cfg := range Streams(replicas) {
+		if !slices.Contains(ClaimStreams, cfg.Name) {
+			continue
+		}
+		ttl := cfg.MaxAge
+		if cfg.Retention == jetstream.WorkQueuePolicy {
+			ttl = claimTTL
+		}
+		out = append(out, jetstream.ObjectStoreConfig{Bucket: ClaimStore(cfg.Name), Storage: jetstream.FileStorage,
+			Replicas: cfg.Replicas, TTL: ttl})
 	}
 	return out
 }

@@ -44,7 +44,7 @@ func (s *sink) decode(ctx context.Context, msgs []jetstream.Msg) ([]row, []jetst
 	kept := msgs[:0:0]
 	for _, m := range msgs {
 		// An event too large for one message travels by claim-check.
-		data, err := bus.Resolve(ctx, s.js, m.Headers(), m.Data())
+		data, err := bus.Resolve(ctx, s.js, m.Subject(), m.Headers(), m.Data())
 		var r row
 		if err == nil {
 			r, err = s.kind.decode(data)

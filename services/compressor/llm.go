@@ -120,14 +120,14 @@ func (s *Service) summarizeWithModel(ctx context.Context, req *heraldpb.Compress
 	if err := bus.PublishProto(ctx, s.deps.JS, bus.LLMRequest(req.SessionId), id, llm); err != nil {
 		return "", fmt.Errorf("%w: %w", ErrSummaryFailed, err)
 	}
-	resp, err := awaitResponse(ctx, cons, id)
+	resp, err := awaitResponse(ctx, s.deps.JS, cons, id)
 	if err != nil {
 		return "", err
 	}
 	return summaryBody(resp)
 }
 
-func awaitResponse(ctx context.Context, cons jetstream.Consumer, id string) (*heraldpb.LLMResponse, error) {
+func awaitResponse(ctx context.Context, js jetstream.JetStream, cons jetstream.Consumer, id string) (*heraldpb.LLMResponse, error) {
 	it, err := cons.Messages()
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrSummaryFailed, err)
@@ -141,8 +141,12 @@ func awaitResponse(ctx context.Context, cons jetstream.Consumer, id string) (*he
 			}
 			return nil, fmt.Errorf("%w: %w", ErrSummaryFailed, err)
 		}
+		data, err := bus.Payload(ctx, js, msg)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrSummaryFailed, err)
+		}
 		var resp heraldpb.LLMResponse
-		if bus.Decode(msg.Data(), &resp) != nil || resp.RequestId != id {
+		if bus.Decode(data, &resp) != nil || resp.RequestId != id {
 			continue
 		}
 		return &resp, nil

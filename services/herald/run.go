@@ -108,14 +108,25 @@ func runTask(ctx context.Context, cfg config.Config, log zerolog.Logger, task pr
 		return proto.Result{}, err
 	}
 	if a == nil {
-		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		defer cancel()
-		if err := bus.WaitReady(wctx, js, cfg.Replicas, cfg.NATSDeclare != "check", log); err != nil {
+		if err := remoteReady(ctx, cfg, js, log); err != nil {
 			return proto.Result{}, fmt.Errorf("NATS at %s has no usable JetStream: %w", app.RedactURL(cfg.NATSURL), err)
 		}
 	}
 	s := &stream{nc: nc, js: js, cio: cio, quiet: jsonOut, yes: yes, task: task}
 	return s.run(ctx)
+}
+
+// remoteReady waits until a remote server has the streams a task and its
+// result travel on. Submitting needs nothing more, so a server declared by
+// another Herald version is used as it is; one without them is declared (or
+// waited for) as a service would.
+func remoteReady(ctx context.Context, cfg config.Config, js jetstream.JetStream, log zerolog.Logger) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if bus.CheckExists(ctx, js, bus.StreamTasks, bus.StreamSessions, bus.StreamEvents, bus.StreamControl) == nil {
+		return nil
+	}
+	return bus.WaitReady(ctx, js, cfg.Replicas, cfg.NATSDeclare != "check", log)
 }
 
 // startInProcess runs every service over an embedded server whose store is

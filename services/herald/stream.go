@@ -101,7 +101,7 @@ func (s *stream) payload(m *nats.Msg) []byte {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	data, err := bus.Resolve(ctx, s.js, m.Header, m.Data)
+	data, err := bus.Resolve(ctx, s.js, m.Subject, m.Header, m.Data)
 	if err != nil {
 		return m.Data
 	}

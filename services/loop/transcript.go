@@ -122,8 +122,12 @@ func ReadEntries(ctx context.Context, js jetstream.JetStream, sid string, n int)
 			return nil, fmt.Errorf("read transcript %s: %w", sid, err)
 		}
 		seq = raw.Sequence + 1
+		data, err := bus.Resolve(ctx, js, raw.Subject, raw.Header, raw.Data)
+		if err != nil {
+			return nil, fmt.Errorf("transcript %s entry %d: %w", sid, raw.Sequence, err)
+		}
 		e := &heraldpb.TranscriptEntry{}
-		if err := gproto.Unmarshal(raw.Data, e); err != nil {
+		if err := gproto.Unmarshal(data, e); err != nil {
 			return nil, fmt.Errorf("transcript %s entry %d: %w", sid, raw.Sequence, err)
 		}
 		byIndex[e.Index] = e

@@ -21,7 +21,11 @@ const transcriptFilter = "herald.session.*.log"
 // instance reads the whole stream (an ordered consumer, not a shared
 // durable: each instance answers searches from its own index) starting
 // after the last sequence its saved index holds.
+// claimTimeout bounds fetching a transcript entry stored by claim-check.
+const claimTimeout = 30 * time.Second
+
 type indexer struct {
+	js     jetstream.JetStream
 	index  *Index
 	path   string
 	log    zerolog.Logger
@@ -35,7 +39,7 @@ type indexer struct {
 }
 
 func startIndexer(ctx context.Context, js jetstream.JetStream, ix *Index, cfg Config, log zerolog.Logger) (*indexer, error) {
-	in := &indexer{index: ix, path: cfg.IndexPath, log: log, done: make(chan struct{}), caughtUp: make(chan struct{})}
+	in := &indexer{js: js, index: ix, path: cfg.IndexPath, log: log, done: make(chan struct{}), caughtUp: make(chan struct{})}
 	in.load()
 	stream, err := js.Stream(ctx, bus.StreamSessions)
 	if err != nil {
@@ -96,7 +100,13 @@ func (in *indexer) apply(msg jetstream.Msg) {
 		return
 	}
 	var e heraldpb.TranscriptEntry
-	if err := bus.Decode(msg.Data(), &e); err != nil {
+	ctx, cancel := context.WithTimeout(context.Background(), claimTimeout)
+	data, err := bus.Payload(ctx, in.js, msg)
+	cancel()
+	if err == nil {
+		err = bus.Decode(data, &e)
+	}
+	if err != nil {
 		in.log.Warn().Err(err).Str("subject", msg.Subject()).Msg("transcript entry not indexed")
 		e = heraldpb.TranscriptEntry{}
 	}

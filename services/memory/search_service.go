@@ -151,7 +151,7 @@ func searchStream(ctx context.Context, js jetstream.JetStream, query string, lim
 			}
 			pending = meta.NumPending
 			var e heraldpb.TranscriptEntry
-			if bus.Decode(m.Data(), &e) == nil {
+			if data, err := bus.Payload(ctx, js, m); err == nil && bus.Decode(data, &e) == nil {
 				ix.Add(&e, meta.Sequence.Stream)
 			}
 		}

@@ -36,8 +36,6 @@ func TestPayloadsOverMaxPayloadPassUnderEachUser(t *testing.T) {
 		{"loop", "client", bus.StreamSessions, bus.SessionResult("s-big")},
 		{"loop", "memory", bus.StreamSessions, bus.SessionLog("s-big")},
 		{"client", "loop", bus.StreamTasks, bus.TasksSubject},
-		{"loop", "client", bus.StreamEvents, bus.SessionEvents("s-big")},
-		{"toolrunner", "client", bus.StreamEvents, bus.SessionEvents("s-big")},
 		{"gateway", "accounting", bus.StreamUsage, bus.UsageSubject("acme")},
 		{"memory", "accounting", bus.StreamToolEvents, bus.ToolEventSubject("acme")},
 	} {
@@ -50,7 +48,7 @@ func TestPayloadsOverMaxPayloadPassUnderEachUser(t *testing.T) {
 		raw, err := st.GetLastMsgForSubject(ctx, c.subject)
 		require.NoError(t, err)
 		require.NotEmpty(t, raw.Header.Get(bus.HeaderClaim), "%s: the message carries a claim", c.subject)
-		got, err := bus.Resolve(ctx, r.js, raw.Header, raw.Data)
+		got, err := bus.Resolve(ctx, r.js, raw.Subject, raw.Header, raw.Data)
 		require.NoError(t, err, "%s resolves the claim on %s; server refused: %v", c.reader, c.subject, s.violations())
 		require.True(t, bytes.Equal(big, got), "%s reads back the whole payload", c.reader)
 	}
@@ -72,7 +70,7 @@ func TestPayloadsOverMaxPayloadPassUnderEachUser(t *testing.T) {
 		require.NoError(t, err)
 		r := s.connect(t, c.reader)
 		rctx, cancel := context.WithTimeout(ctx, time.Second)
-		_, err = bus.Resolve(rctx, r.js, raw.Header, raw.Data)
+		_, err = bus.Resolve(rctx, r.js, raw.Subject, raw.Header, raw.Data)
 		cancel()
 		require.Error(t, err, "%s must not read the claim on %s", c.reader, c.subject)
 		r.requireDenied("publish", "$JS.API.STREAM.INFO."+"OBJ_"+bus.ClaimStore(c.stream))
