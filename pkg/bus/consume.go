@@ -15,6 +15,8 @@ import (
 const (
 	pullExpiry    = 10 * time.Second
 	pullHeartbeat = 2 * time.Second
+	// pullers caps the pull requests a worker keeps open at once.
+	pullers = 4
 )
 
 // DefaultAckWait is how long a message a process took may go unanswered
@@ -83,10 +85,13 @@ type Worker struct {
 	js      jetstream.JetStream
 	handler Handler
 	log     zerolog.Logger
-	iter    jetstream.MessagesContext
-	cancel  context.CancelFunc
-	wg      sync.WaitGroup
-	once    sync.Once
+	pulls   []jetstream.MessagesContext
+	// idle holds a token for each handler free to take a message.
+	idle     chan struct{}
+	stopping chan struct{}
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
+	once     sync.Once
 }
 
 // StartWorker creates (or binds to) the durable consumer and starts handling
@@ -97,40 +102,69 @@ func StartWorker(ctx context.Context, js jetstream.JetStream, spec ConsumerSpec,
 	if err != nil {
 		return nil, fmt.Errorf("consumer %s on %s: %w", spec.Durable, spec.Stream, err)
 	}
-	// Short pulls with frequent heartbeats notice a restarted or failed-over
-	// server within seconds rather than the client's default half-minute.
-	iter, err := cons.Messages(jetstream.PullMaxMessages(spec.Concurrency),
-		jetstream.PullExpiry(pullExpiry), jetstream.PullHeartbeat(pullHeartbeat))
-	if err != nil {
-		return nil, fmt.Errorf("consume %s: %w", spec.Durable, err)
-	}
-	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	w := &Worker{spec: spec, js: js, handler: h, iter: iter, cancel: cancel,
+	handling, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	w := &Worker{spec: spec, js: js, handler: h, cancel: cancel,
+		idle: make(chan struct{}, spec.Concurrency), stopping: make(chan struct{}),
 		log: log.With().Str("stream", spec.Stream).Str("consumer", spec.Durable).Logger()}
-	w.wg.Add(1)
-	go w.run(runCtx)
+	for range spec.Concurrency {
+		w.idle <- struct{}{}
+	}
+	for range min(spec.Concurrency, pullers) {
+		// Short pulls with frequent heartbeats notice a restarted or
+		// failed-over server within seconds rather than the client's
+		// default half-minute; one message per pull: see pull.
+		iter, err := cons.Messages(jetstream.PullMaxMessages(1),
+			jetstream.PullExpiry(pullExpiry), jetstream.PullHeartbeat(pullHeartbeat))
+		if err != nil {
+			_ = w.Stop(ctx)
+			return nil, fmt.Errorf("consume %s: %w", spec.Durable, err)
+		}
+		w.pulls = append(w.pulls, iter)
+		w.wg.Add(1)
+		go w.pull(handling, iter)
+	}
 	return w, nil
 }
 
-func (w *Worker) run(ctx context.Context) {
+// pull asks for the next message only once a handler is free for it. The
+// iterator parks what the server sends in a small buffer that drops on
+// overflow; asked for more than the free handlers can take, it filled with
+// heartbeats while they were busy and then dropped a message, which came back
+// only after AckWait (30 s for the tool runner) — the stall sessions showed
+// after a server restart. Asking for one message at a time, with a handler
+// reserved, leaves no pull request open while the handlers are busy.
+func (w *Worker) pull(handling context.Context, iter jetstream.MessagesContext) {
 	defer w.wg.Done()
-	sem := make(chan struct{}, w.spec.Concurrency)
 	for {
-		msg, err := w.iter.Next()
+		select {
+		case <-w.idle:
+		case <-w.stopping:
+			return
+		}
+		msg, err := iter.Next()
 		if err != nil {
+			w.idle <- struct{}{}
 			if errors.Is(err, jetstream.ErrMsgIteratorClosed) {
 				return
 			}
-			w.log.Warn().Err(err).Msg("fetching messages failed; retrying")
+			w.pullFailed(err)
 			continue
 		}
-		sem <- struct{}{}
 		w.wg.Add(1)
 		go func() {
-			defer func() { <-sem; w.wg.Done() }()
-			w.handle(ctx, msg)
+			defer func() { w.idle <- struct{}{}; w.wg.Done() }()
+			w.handle(handling, msg)
 		}()
 	}
+}
+
+func (w *Worker) pullFailed(err error) {
+	if errors.Is(err, jetstream.ErrNoHeartbeat) {
+		// The server forgot the pull request (a restart); Next pulls again.
+		w.log.Debug().Err(err).Msg("pull request lost; pulling again")
+		return
+	}
+	w.log.Warn().Err(err).Msg("fetching messages failed; retrying")
 }
 
 func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
@@ -215,7 +249,12 @@ func (w *Worker) Stop(ctx context.Context) error {
 	if w == nil {
 		return nil
 	}
-	w.once.Do(func() { w.iter.Drain() })
+	w.once.Do(func() {
+		close(w.stopping)
+		for _, iter := range w.pulls {
+			iter.Drain()
+		}
+	})
 	done := make(chan struct{})
 	go func() { w.wg.Wait(); close(done) }()
 	select {

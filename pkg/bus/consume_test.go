@@ -3,6 +3,8 @@ package bus_test
 import (
 	"context"
 	"errors"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -65,6 +67,50 @@ func TestHandlerOutcomes(t *testing.T) {
 			require.Equal(t, tc.wantCalls, calls.Load(), "no delivery after dead-lettering")
 		})
 	}
+}
+
+// TestMessageArrivingWhileHandlersAreBusyIsNotLeftForAckWait: a message that
+// arrives while every handler is busy (longer than the pull heartbeats) is
+// handled as soon as a handler frees up, once; it must not be taken by the
+// client, dropped and left for the server to redeliver after AckWait.
+func TestMessageArrivingWhileHandlersAreBusyIsNotLeftForAckWait(t *testing.T) {
+	b := heraldtest.StartBus(t)
+	ctx := context.Background()
+	release := make(chan struct{})
+	var mu sync.Mutex
+	handled := map[string]int{}
+	h := func(ctx context.Context, m jetstream.Msg) error {
+		mu.Lock()
+		handled[string(m.Data())]++
+		mu.Unlock()
+		if strings.HasPrefix(string(m.Data()), "busy") {
+			<-release
+		}
+		return nil
+	}
+	const ackWait = time.Minute
+	w, err := bus.StartWorker(ctx, b.JS, bus.ConsumerSpec{Stream: bus.StreamTasks, Durable: "busy",
+		FilterSubjects: []string{bus.TasksSubject}, Concurrency: 2, AckWait: ackWait}, h, heraldtest.Logger(t))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = w.Stop(context.Background()) })
+	count := func(payload string) int {
+		mu.Lock()
+		defer mu.Unlock()
+		return handled[payload]
+	}
+	for _, p := range []string{"busy-1", "busy-2", "queued"} {
+		require.NoError(t, bus.Publish(ctx, b.JS, bus.TasksSubject, "", []byte(p)))
+	}
+	require.Eventually(t, func() bool { return count("busy-1") == 1 && count("busy-2") == 1 }, 5*time.Second, 5*time.Millisecond)
+	// The handlers stay busy for more than two pull heartbeats (2 s each):
+	// long enough to fill a buffering iterator with heartbeats.
+	<-time.After(5 * time.Second)
+	require.NoError(t, bus.Publish(ctx, b.JS, bus.TasksSubject, "", []byte("late")))
+	close(release)
+	require.Eventually(t, func() bool { return count("queued") == 1 && count("late") == 1 }, ackWait/3, 10*time.Millisecond,
+		"a message that came while the handlers were busy waited for AckWait")
+	require.Eventually(t, func() bool { return streamEmpty(t, b) }, 5*time.Second, 5*time.Millisecond)
+	require.Equal(t, map[string]int{"busy-1": 1, "busy-2": 1, "queued": 1, "late": 1}, handled, "each message handled once")
 }
 
 func streamEmpty(t *testing.T, b *heraldtest.Bus) bool {

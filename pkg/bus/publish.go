@@ -3,6 +3,7 @@ package bus
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/nats-io/nats.go"
@@ -44,6 +45,45 @@ func Publish(ctx context.Context, js jetstream.JetStream, subject, id string, da
 	return nil
 }
 
+var errReconnected = errors.New("reconnected before the reply came")
+
+// againOnReconnect runs op, and runs it again at once if the connection
+// reconnects while op waits: a request that a restarting server took with it
+// is never answered and would wait out its whole timeout, holding up the
+// session for that long. op must be safe to repeat: a read. (Publish does
+// not use it, even with an id: that a stream leader elected moments earlier
+// always recognises the id, and stores the message once, is unverified.)
+func againOnReconnect(ctx context.Context, nc *nats.Conn, op func(context.Context) error) error {
+	reconnected := nc.StatusChanged(nats.CONNECTED)
+	defer nc.RemoveStatusListener(reconnected)
+	for {
+		err := untilReconnect(ctx, reconnected, op)
+		if !errors.Is(err, errReconnected) {
+			return err
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
+}
+
+// untilReconnect runs op, cancelling it with errReconnected if the
+// connection reconnects first.
+func untilReconnect(ctx context.Context, reconnected <-chan nats.Status, op func(context.Context) error) error {
+	attempt, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	result := make(chan error, 1)
+	go func() { result <- op(attempt) }()
+	select {
+	case err := <-result:
+		return err
+	case <-reconnected:
+		cancel(errReconnected)
+		<-result
+		return errReconnected
+	}
+}
+
 // Decode parses a protobuf payload; a failure is Permanent since no retry can
 // make a malformed message well-formed.
 func Decode(data []byte, m proto.Message) error {
@@ -56,6 +96,15 @@ func Decode(data []byte, m proto.Message) error {
 // LastOnSubject returns the last message stored on subject in stream, or
 // jetstream.ErrMsgNotFound.
 func LastOnSubject(ctx context.Context, js jetstream.JetStream, stream, subject string) (*jetstream.RawStreamMsg, error) {
+	var raw *jetstream.RawStreamMsg
+	err := againOnReconnect(ctx, js.Conn(), func(ctx context.Context) (err error) {
+		raw, err = lastOnSubject(ctx, js, stream, subject)
+		return err
+	})
+	return raw, err
+}
+
+func lastOnSubject(ctx context.Context, js jetstream.JetStream, stream, subject string) (*jetstream.RawStreamMsg, error) {
 	s, err := js.Stream(ctx, stream)
 	if err != nil {
 		return nil, err

@@ -225,8 +225,14 @@ func hasAttempt(stored map[string]uint64, requestID string, attempt int) bool {
 	return false
 }
 
+// restartResumeBound is how soon after a NATS restart every session must have
+// finished. They take about 4 s (a reconnect plus the rest of the script);
+// one message left for redelivery would take the tool runner's 30 s AckWait.
+const restartResumeBound = 20 * time.Second
+
 // TestNATSRestartMidRun restarts the NATS server (file store) while
-// sessions run: services reconnect and every session finishes once.
+// sessions run: services reconnect and every session finishes once, within
+// seconds of the restart.
 func TestNATSRestartMidRun(t *testing.T) {
 	model, err := scripted.Start(chaosScript())
 	require.NoError(t, err)
@@ -246,13 +252,28 @@ func TestNATSRestartMidRun(t *testing.T) {
 		_, err := os.Stat(filepath.Join(root, tasks[0].Workspace, "notes.txt"))
 		return err == nil
 	}, time.Minute, 10*time.Millisecond)
+	restarted := time.Now()
 	c.restartServer()
+	var slowest time.Duration
 	for _, task := range tasks {
 		res := waitResult(t, c, task, 3*time.Minute)
 		require.Equal(t, proto.ExitTextResponse, res.ExitReason, "session %s: %s", task.SessionID, res.Error)
 		require.Equal(t, "survived: the notes say chaos", res.FinalResponse)
 		effects, _ := os.ReadFile(filepath.Join(root, task.Workspace, "effects.log"))
 		require.LessOrEqual(t, strings.Count(string(effects), "effect"), 1, "session %s: the command ran twice", task.SessionID)
+		took := resultStored(t, c, task).Sub(restarted)
+		require.Less(t, took, restartResumeBound, "session %s finished %s after the restart", task.SessionID, took)
+		slowest = max(slowest, took)
 	}
-	t.Logf("restart: sessions=%d all finished after a NATS restart", len(tasks))
+	t.Logf("restart: sessions=%d all finished after a NATS restart, the last %s after it", len(tasks), slowest.Round(10*time.Millisecond))
+}
+
+// resultStored is when the server stored the session's result.
+func resultStored(t *testing.T, c *cluster, task proto.Task) time.Time {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	raw, err := bus.LastOnSubject(ctx, c.JS, bus.StreamSessions, bus.SessionResult(task.SessionID))
+	require.NoError(t, err)
+	return raw.Time
 }
