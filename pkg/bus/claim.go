@@ -141,6 +141,38 @@ func Resolve(ctx context.Context, js jetstream.JetStream, subject string, h nats
 	return full, nil
 }
 
+// DropClaim deletes the claimed payload of a message stored on subject, if
+// it has one: the worker does so once a work queue's message is
+// acknowledged, since nothing reads it again. (A dead letter keeps its claim.)
+func DropClaim(ctx context.Context, js jetstream.JetStream, subject string, h nats.Header) error {
+	name := h.Get(HeaderClaim)
+	if name == "" {
+		return nil
+	}
+	store, err := claimStoreFor(subject)
+	if err != nil {
+		return err
+	}
+	obj, err := js.ObjectStore(ctx, store)
+	if err != nil {
+		return fmt.Errorf("claim store %s: %w", store, err)
+	}
+	if err := obj.Delete(ctx, name); err != nil && !errors.Is(err, jetstream.ErrObjectNotFound) {
+		return fmt.Errorf("delete claim %s: %w", name, err)
+	}
+	return nil
+}
+
+// isWorkQueue says whether stream is one Herald declares as a work queue.
+func isWorkQueue(stream string) bool {
+	for _, cfg := range Streams(1) {
+		if cfg.Name == stream {
+			return cfg.Retention == jetstream.WorkQueuePolicy
+		}
+	}
+	return false
+}
+
 // Payload is a delivered message's whole payload (see Resolve).
 func Payload(ctx context.Context, js jetstream.JetStream, msg jetstream.Msg) ([]byte, error) {
 	return Resolve(ctx, js, msg.Subject(), msg.Headers(), msg.Data())

@@ -3,6 +3,7 @@ package bus_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -115,4 +116,47 @@ func TestSubjectsFindTheirClaimStore(t *testing.T) {
 	}
 	_, err := bus.ClaimStoreFor("herald.nowhere")
 	require.ErrorContains(t, err, "no stream stores herald.nowhere")
+}
+
+// A work queue's claimed payload is deleted once its message is handled
+// (nothing reads it again); a claim on a stream that keeps its messages
+// stays as long as they do.
+func TestHandledWorkQueueClaimsAreDeleted(t *testing.T) {
+	js := smallBus(t)
+	ctx := context.Background()
+	big := bytes.Repeat([]byte("z"), 512<<10)
+	handled := make(chan struct{}, 2)
+	for _, spec := range []bus.ConsumerSpec{
+		{Stream: bus.StreamToolCalls, Durable: "calls", FilterSubjects: []string{"herald.tool.call.>"}},
+		{Stream: bus.StreamToolResults, Durable: "results", FilterSubjects: []string{"herald.tool.result.>"}},
+	} {
+		w, err := bus.StartWorker(ctx, js, spec, func(context.Context, jetstream.Msg) error {
+			handled <- struct{}{}
+			return nil
+		}, heraldtest.Logger(t))
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = w.Stop(context.Background()) })
+	}
+	require.NoError(t, bus.Publish(ctx, js, bus.ToolCall(bus.DefaultPool, "s1"), "call-1", big))
+	require.NoError(t, bus.Publish(ctx, js, bus.ToolResult("s1", "c1"), "result-1", big))
+	for range 2 {
+		select {
+		case <-handled:
+		case <-time.After(10 * time.Second):
+			t.Fatal("a claimed message was not handled")
+		}
+	}
+	calls, err := js.ObjectStore(ctx, bus.ClaimStore(bus.StreamToolCalls))
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		_, err := calls.GetInfo(ctx, "c-call-1")
+		return errors.Is(err, jetstream.ErrObjectNotFound)
+	}, 10*time.Second, 10*time.Millisecond, "the handled tool call's payload is deleted")
+	results, err := js.ObjectStore(ctx, bus.ClaimStore(bus.StreamToolResults))
+	require.NoError(t, err)
+	_, err = results.GetInfo(ctx, "c-result-1")
+	require.NoError(t, err, "a tool result's payload stays readable with its message")
+	raw, err := bus.LastOnSubject(ctx, js, bus.StreamToolResults, bus.ToolResult("s1", "c1"))
+	require.NoError(t, err)
+	require.Equal(t, big, raw.Data)
 }

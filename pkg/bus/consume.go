@@ -174,6 +174,14 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
 	if err == nil {
 		if ackErr := msg.DoubleAck(ctx); ackErr != nil {
 			w.log.Warn().Err(ackErr).Str("subject", msg.Subject()).Msg("ack failed; message will be redelivered")
+			return
+		}
+		if msg.Headers().Get(HeaderClaim) != "" && isWorkQueue(w.spec.Stream) {
+			// The acknowledged message is gone from its work queue; its
+			// claimed payload would otherwise wait out the claim TTL.
+			if dropErr := DropClaim(ctx, w.js, msg.Subject(), msg.Headers()); dropErr != nil {
+				w.log.Warn().Err(dropErr).Str("subject", msg.Subject()).Msg("claimed payload not deleted; it expires with the claim store's TTL")
+			}
 		}
 		return
 	}

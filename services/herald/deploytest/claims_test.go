@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/heraldrun/herald/pkg/bus"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 )
 
@@ -21,6 +22,10 @@ func TestPayloadsOverMaxPayloadPassUnderEachUser(t *testing.T) {
 	admin := s.connect(t, "admin")
 	require.NoError(t, bus.Ensure(ctx, admin.js, 1))
 	big := bytes.Repeat([]byte("a long history "), (9<<20)/15) // over the 8 MiB max payload
+	workQueue := map[string]bool{}
+	for _, cfg := range bus.Streams(1) {
+		workQueue[cfg.Name] = cfg.Retention == jetstream.WorkQueuePolicy
+	}
 
 	for _, c := range []struct {
 		writer, reader, stream, subject string
@@ -51,6 +56,10 @@ func TestPayloadsOverMaxPayloadPassUnderEachUser(t *testing.T) {
 		got, err := bus.Resolve(ctx, r.js, raw.Subject, raw.Header, raw.Data)
 		require.NoError(t, err, "%s resolves the claim on %s; server refused: %v", c.reader, c.subject, s.violations())
 		require.True(t, bytes.Equal(big, got), "%s reads back the whole payload", c.reader)
+		if workQueue[c.stream] {
+			require.NoError(t, bus.DropClaim(ctx, r.js, raw.Subject, raw.Header),
+				"%s deletes the claim of a message it handled; server refused: %v", c.reader, s.violations())
+		}
 	}
 	require.Empty(t, s.violations())
 

@@ -46,7 +46,10 @@ func startCluster(t *testing.T, env map[string]string) *cluster {
 	store := t.TempDir()
 	srv, err := embedded.Start(embedded.Options{StoreDir: store, Listen: fmt.Sprintf("127.0.0.1:%d", freePort(t)), Log: heraldtestNop()})
 	require.NoError(t, err)
-	t.Cleanup(func() { srv.Shutdown() })
+	// Cleanups run last-first: the server (whichever restartServer left
+	// running) stops after the processes, so they shut down cleanly.
+	c := &cluster{t: t, store: store, srv: srv, URL: srv.ClientURL(), env: map[string]string{}}
+	t.Cleanup(func() { c.srv.Shutdown() })
 	nc, err := nats.Connect(srv.ClientURL())
 	require.NoError(t, err)
 	t.Cleanup(nc.Close)
@@ -55,7 +58,7 @@ func startCluster(t *testing.T, env map[string]string) *cluster {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	require.NoError(t, bus.Ensure(ctx, js, 1))
-	c := &cluster{t: t, store: store, srv: srv, URL: srv.ClientURL(), NC: nc, JS: js, env: map[string]string{}}
+	c.NC, c.JS = nc, js
 	for k, v := range env {
 		c.env[k] = v
 	}
@@ -73,7 +76,6 @@ func (c *cluster) restartServer() {
 	srv, err := embedded.Start(embedded.Options{StoreDir: c.store, Listen: addr, Log: heraldtestNop()})
 	require.NoError(c.t, err)
 	c.srv = srv
-	c.t.Cleanup(srv.Shutdown)
 }
 
 // serve starts `herald serve names...` and returns the process.
