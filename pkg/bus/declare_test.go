@@ -9,6 +9,7 @@ import (
 
 	"github.com/heraldrun/herald/pkg/bus"
 	"github.com/heraldrun/herald/pkg/embedded"
+	"github.com/heraldrun/herald/pkg/heraldtest"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
@@ -22,14 +23,7 @@ func declarationCount() int {
 // Declare creates everything once, leaves a server that is in shape
 // alone, and repairs (and names) a stream whose settings drifted.
 func TestDeclareWritesOnlyWhatIsMissingOrDiffers(t *testing.T) {
-	srv, err := embedded.Start(embedded.Options{StoreDir: t.TempDir(), Log: zerolog.Nop()})
-	require.NoError(t, err)
-	t.Cleanup(srv.Shutdown)
-	nc, err := srv.Connect("declare")
-	require.NoError(t, err)
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	require.NoError(t, err)
+	js := heraldtest.StartEmptyBus(t).JS
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 
@@ -84,17 +78,10 @@ func TestDeclareWritesOnlyWhatIsMissingOrDiffers(t *testing.T) {
 // (the default of one, against a cluster's three) neither fails its check
 // nor changes them; only Declare (herald declare) sets replica counts.
 func TestOnlyDeclareChangesReplicaCounts(t *testing.T) {
-	srv, err := embedded.Start(embedded.Options{StoreDir: t.TempDir(), Log: zerolog.Nop()})
-	require.NoError(t, err)
-	t.Cleanup(srv.Shutdown)
-	nc, err := srv.Connect("replicas")
-	require.NoError(t, err)
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	require.NoError(t, err)
+	js := heraldtest.StartEmptyBus(t).JS
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	_, err = bus.Declare(ctx, js, 1)
+	_, err := bus.Declare(ctx, js, 1)
 	require.NoError(t, err)
 
 	require.NoError(t, bus.Check(ctx, js, 3))

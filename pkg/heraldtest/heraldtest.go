@@ -28,6 +28,16 @@ type Bus struct {
 // temporary folder and declares every stream; it is stopped with the test.
 func StartBus(t testing.TB) *Bus {
 	t.Helper()
+	b := StartEmptyBus(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	require.NoError(t, bus.Ensure(ctx, b.JS, 1))
+	return b
+}
+
+// StartEmptyBus is StartBus without Herald's streams.
+func StartEmptyBus(t testing.TB) *Bus {
+	t.Helper()
 	srv, err := embedded.Start(embedded.Options{StoreDir: t.TempDir(), Log: zerolog.Nop()})
 	require.NoError(t, err)
 	t.Cleanup(srv.Shutdown)
@@ -36,9 +46,6 @@ func StartBus(t testing.TB) *Bus {
 	t.Cleanup(nc.Close)
 	js, err := jetstream.New(nc)
 	require.NoError(t, err)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	require.NoError(t, bus.Ensure(ctx, js, 1))
 	return &Bus{Server: srv, NC: nc, JS: js}
 }
 
