@@ -105,12 +105,15 @@ func LastOnSubject(ctx context.Context, js jetstream.JetStream, stream, subject 
 }
 
 func lastOnSubject(ctx context.Context, js jetstream.JetStream, stream, subject string) (*jetstream.RawStreamMsg, error) {
-	s, err := js.Stream(ctx, stream)
+	s, err := streams.get(ctx, js, stream)
 	if err != nil {
 		return nil, err
 	}
 	raw, err := s.GetLastMsgForSubject(ctx, subject)
 	if err != nil {
+		if !errors.Is(err, jetstream.ErrMsgNotFound) {
+			streams.forget(js, stream)
+		}
 		return nil, err
 	}
 	if raw.Data, err = Resolve(ctx, js, raw.Subject, raw.Header, raw.Data); err != nil {

@@ -16,6 +16,7 @@ import (
 type chatClient struct {
 	ep     endpoint
 	client openai.Client
+	tools  toolMemo
 }
 
 func newChatClient(ep endpoint, hc *http.Client) *chatClient {
@@ -106,7 +107,7 @@ func (c *chatClient) params(call modelCall) openai.ChatCompletionNewParams {
 	p := openai.ChatCompletionNewParams{
 		Model:    call.model,
 		Messages: chatMessagesToWire(call.messages, c.sendsReasoning(), cacheMarks(call)),
-		Tools:    chatToolsToWire(call.tools),
+		Tools:    c.tools.wire(call.tools),
 	}
 	if call.maxOut > 0 {
 		if c.ep.provider == "openai" {

@@ -3,9 +3,11 @@ package gateway
 import (
 	"encoding/json"
 	"strings"
+	"sync"
 
 	"github.com/heraldrun/herald/proto/heraldpb"
 	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/packages/param"
 	"github.com/openai/openai-go/v3/packages/respjson"
 	"github.com/openai/openai-go/v3/shared"
 )
@@ -102,6 +104,56 @@ func chatToolsToWire(specs []*heraldpb.ToolSpec) []openai.ChatCompletionToolUnio
 		out = append(out, openai.ChatCompletionFunctionTool(fn))
 	}
 	return out
+}
+
+// maxMemoTools bounds toolMemo; tools beyond it are encoded on every call.
+const maxMemoTools = 1024
+
+// toolMemo keeps each tool definition as encoded once: the same tools go
+// with every step of every session, and parsing their schemas and encoding
+// them again through openai-go's reflection was the largest part of
+// building a request.
+type toolMemo struct {
+	mu sync.Mutex
+	m  map[string]json.RawMessage
+}
+
+// wire is chatToolsToWire with every definition sent as its stored encoding.
+func (t *toolMemo) wire(specs []*heraldpb.ToolSpec) []openai.ChatCompletionToolUnionParam {
+	out := make([]openai.ChatCompletionToolUnionParam, 0, len(specs))
+	for _, spec := range specs {
+		raw, ok := t.encoded(spec)
+		if !ok {
+			out = append(out, chatToolsToWire([]*heraldpb.ToolSpec{spec})...)
+			continue
+		}
+		fn := param.Override[openai.ChatCompletionFunctionToolParam](raw)
+		out = append(out, openai.ChatCompletionToolUnionParam{OfFunction: &fn})
+	}
+	return out
+}
+
+func (t *toolMemo) encoded(spec *heraldpb.ToolSpec) (json.RawMessage, bool) {
+	key := spec.GetName() + "\x00" + spec.GetDescription() + "\x00" + spec.GetParametersJson()
+	t.mu.Lock()
+	raw, ok := t.m[key]
+	t.mu.Unlock()
+	if ok {
+		return raw, true
+	}
+	raw, err := json.Marshal(chatToolsToWire([]*heraldpb.ToolSpec{spec})[0])
+	if err != nil {
+		return nil, false
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.m == nil {
+		t.m = map[string]json.RawMessage{}
+	}
+	if len(t.m) < maxMemoTools {
+		t.m[key] = raw
+	}
+	return raw, true
 }
 
 // toolParameters parses a tool's JSON schema; a broken schema degrades to an

@@ -97,8 +97,8 @@ func (s *Service) requestCompression(t *txn, scaffold []scaffoldMsg, resume requ
 	st.Status = statusCompressing
 	st.Pending = &Pending{Kind: waitCompress, RequestID: reqID, Scaffold: scaffold, Resume: int(resume),
 		Grace: resume == graceCall, Reason: reason}
-	t.effect(func(ctx context.Context) error {
-		return bus.PublishProto(ctx, s.deps.JS, bus.CompressRequest(st.SessionID), reqID, req)
+	t.effect(func(ctx context.Context, b *bus.Batch) {
+		b.Proto(ctx, bus.CompressRequest(st.SessionID), reqID, req)
 	})
 	t.event(proto.Event{Type: proto.EventCompression, Status: "started", RequestID: reqID,
 		Message: "compressing the conversation history (" + reason + ")"})

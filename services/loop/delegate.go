@@ -52,18 +52,19 @@ func (s *Service) dispatchChild(t *txn, c PendingCall) {
 	if strings.TrimSpace(a.Goal) == "" {
 		task.Prompt = ""
 	}
-	t.effect(func(ctx context.Context) error {
+	t.effect(func(ctx context.Context, b *bus.Batch) {
 		if task.Prompt == "" {
-			return s.publishLocalResult(ctx, st.SessionID, c.CallID, "Error: delegate_task needs a non-empty \"goal\".")
+			localResult(ctx, b, st.SessionID, c.CallID, "Error: delegate_task needs a non-empty \"goal\".")
+			return
 		}
-		return bus.PublishJSON(ctx, s.deps.JS, bus.TasksSubject, "child:"+task.SessionID, task)
+		b.JSON(ctx, bus.TasksSubject, "child:"+task.SessionID, task)
 	})
 }
 
-// publishLocalResult answers a call on the loop's behalf through the results stream.
-func (s *Service) publishLocalResult(ctx context.Context, sid, callID, content string) error {
+// localResult answers a call on the loop's behalf through the results stream.
+func localResult(ctx context.Context, b *bus.Batch, sid, callID, content string) {
 	res := &heraldpb.ToolResult{CallId: callID, SessionId: sid, Content: content, IsError: true, Status: "error", Runner: "loop"}
-	return bus.PublishProto(ctx, s.deps.JS, bus.ToolResult(sid, callID), sid+":"+callID, res)
+	b.Proto(ctx, bus.ToolResult(sid, callID), sid+":"+callID, res)
 }
 
 // addChildCost adds a finished child's spending to the parent's turn.

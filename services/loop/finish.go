@@ -21,8 +21,8 @@ func (s *Service) finish(t *txn, reason, final, errText string) error {
 		Usage: st.Usage, ContinuedAs: st.LogSID,
 	}
 	sid, turn := st.SessionID, st.Turn
-	t.effect(func(ctx context.Context) error {
-		return bus.PublishJSON(ctx, s.deps.JS, bus.SessionResult(sid), resultID(sid, turn), res)
+	t.effect(func(ctx context.Context, b *bus.Batch) {
+		b.JSON(ctx, bus.SessionResult(sid), resultID(sid, turn), res)
 	})
 	if st.ParentSessionID != "" && st.ParentCallID != "" {
 		s.answerParent(t, res)
@@ -55,7 +55,7 @@ func (s *Service) answerParent(t *txn, res proto.Result) {
 			ReasoningTokens: res.Usage.ReasoningTokens},
 	}
 	parent, call := st.ParentSessionID, st.ParentCallID
-	t.effect(func(ctx context.Context) error {
-		return bus.PublishProto(ctx, s.deps.JS, bus.ToolResult(parent, call), parent+":"+call, tr)
+	t.effect(func(ctx context.Context, b *bus.Batch) {
+		b.Proto(ctx, bus.ToolResult(parent, call), parent+":"+call, tr)
 	})
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/heraldrun/herald/proto"
 	"github.com/heraldrun/herald/proto/heraldpb"
 	"github.com/nats-io/nats.go/jetstream"
+	gproto "google.golang.org/protobuf/proto"
 )
 
 // errBusy redelivers a task for a session whose current turn is not over.
@@ -122,8 +123,8 @@ func (s *Service) sendModelRequest(t *txn, scaffold []scaffoldMsg, kind requestK
 	st.Status = statusThinking
 	st.Pending = &Pending{Kind: waitLLM, RequestID: reqID, Scaffold: scaffold, Grace: grace}
 	req := s.llmRequest(t, reqID, scaffold, grace)
-	t.effect(func(ctx context.Context) error {
-		return bus.PublishProto(ctx, s.deps.JS, bus.LLMRequest(st.SessionID), reqID, req)
+	t.effect(func(ctx context.Context, b *bus.Batch) {
+		b.Proto(ctx, bus.LLMRequest(st.SessionID), reqID, req)
 	})
 	t.state(proto.StateThinking)
 	return nil
@@ -219,7 +220,12 @@ func (s *Service) handleModelResponse(ctx context.Context, msg jetstream.Msg) er
 	if !proto.IsToken(resp.SessionId) {
 		return bus.Permanent(fmt.Errorf("response has no valid session_id (got %q)", resp.SessionId))
 	}
-	return s.advance(ctx, resp.SessionId, func(t *txn) error {
+	received := resp
+	return s.advance(ctx, received.SessionId, func(t *txn) error {
+		// A decision may be taken again (a lost race, a stale guess, see
+		// advanceOnce) and it edits the message it is given, so each gets
+		// its own copy.
+		resp := gproto.Clone(received).(*heraldpb.LLMResponse)
 		st := t.st
 		if st == nil || st.Pending == nil || st.Pending.Kind != waitLLM || st.Pending.RequestID != resp.RequestId {
 			t.noop = true // stale (the session moved on) unless early

@@ -20,7 +20,7 @@ func LoadSession(ctx context.Context, js jetstream.JetStream, sid string) (*Stat
 	if err != nil {
 		return nil, err
 	}
-	st, _, err := sessionStore{kv: kv}.load(ctx, sid)
+	st, err := sessionStore{kv: kv}.load(ctx, sid)
 	if err != nil {
 		return nil, err
 	}
@@ -46,7 +46,7 @@ func ListSessions(ctx context.Context, js jetstream.JetStream) ([]*State, error)
 	store := sessionStore{kv: kv}
 	var out []*State
 	for _, k := range keys {
-		st, _, err := store.load(ctx, k)
+		st, err := store.load(ctx, k)
 		if err != nil || st == nil {
 			continue
 		}

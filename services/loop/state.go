@@ -1,6 +1,7 @@
 package loop
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -138,26 +139,70 @@ type sessionStore struct{ kv jetstream.KeyValue }
 // is redelivered and handled against the new state.
 var errConflict = errors.New("session state changed concurrently")
 
-func (s sessionStore) load(ctx context.Context, sid string) (*State, uint64, error) {
-	e, err := s.kv.Get(ctx, sid)
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return nil, 0, nil
-	}
-	if err != nil {
-		return nil, 0, fmt.Errorf("load session %s: %w", sid, err)
-	}
-	var st State
-	if err := json.Unmarshal(e.Value(), &st); err != nil {
-		return nil, 0, fmt.Errorf("decode session %s: %w", sid, err)
-	}
-	return &st, e.Revision(), nil
+// record is a session's state as stored at a revision (0 and no data: none).
+type record struct {
+	data []byte
+	rev  uint64
 }
 
-// commit stores st if the record is still at rev (0: must not exist yet).
-func (s sessionStore) commit(ctx context.Context, st *State, rev uint64) (uint64, error) {
+// decode returns the state the record holds, or nil for none.
+func (r record) decode(sid string) (*State, error) {
+	if r.data == nil {
+		return nil, nil
+	}
+	var st State
+	if err := json.Unmarshal(r.data, &st); err != nil {
+		return nil, fmt.Errorf("decode session %s: %w", sid, err)
+	}
+	return &st, nil
+}
+
+// same reports whether o is this very record: the revision alone could
+// repeat on a bucket created anew.
+func (r record) same(o record) bool { return r.rev == o.rev && bytes.Equal(r.data, o.data) }
+
+// fetched is the outcome of a read started by fetch.
+type fetched struct {
+	rec record
+	err error
+}
+
+// fetch reads the session's record without waiting for it.
+func (s sessionStore) fetch(ctx context.Context, sid string) <-chan fetched {
+	out := make(chan fetched, 1)
+	go func() {
+		rec, err := s.get(ctx, sid)
+		out <- fetched{rec: rec, err: err}
+	}()
+	return out
+}
+
+// load returns the session's state, or nil when it has none.
+func (s sessionStore) load(ctx context.Context, sid string) (*State, error) {
+	rec, err := s.get(ctx, sid)
+	if err != nil {
+		return nil, err
+	}
+	return rec.decode(sid)
+}
+
+func (s sessionStore) get(ctx context.Context, sid string) (record, error) {
+	e, err := s.kv.Get(ctx, sid)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return record{}, nil
+	}
+	if err != nil {
+		return record{}, fmt.Errorf("load session %s: %w", sid, err)
+	}
+	return record{data: e.Value(), rev: e.Revision()}, nil
+}
+
+// commit stores st if the record is still at rev (0: must not exist yet)
+// and returns the record stored.
+func (s sessionStore) commit(ctx context.Context, st *State, rev uint64) (record, error) {
 	data, err := json.Marshal(st)
 	if err != nil {
-		return 0, err
+		return record{}, err
 	}
 	var newRev uint64
 	if rev == 0 {
@@ -166,12 +211,12 @@ func (s sessionStore) commit(ctx context.Context, st *State, rev uint64) (uint64
 		newRev, err = s.kv.Update(ctx, st.SessionID, data, rev)
 	}
 	if errors.Is(err, jetstream.ErrKeyExists) || isWrongSequence(err) {
-		return 0, errConflict
+		return record{}, errConflict
 	}
 	if err != nil {
-		return 0, fmt.Errorf("commit session %s: %w", st.SessionID, err)
+		return record{}, fmt.Errorf("commit session %s: %w", st.SessionID, err)
 	}
-	return newRev, nil
+	return record{data: data, rev: newRev}, nil
 }
 
 func isWrongSequence(err error) bool {

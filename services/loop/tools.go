@@ -124,8 +124,8 @@ func (s *Service) dispatchCall(t *txn, c PendingCall) {
 	if spec, _ := toolspec.Lookup(c.Tool); spec.Service == "memory" {
 		subject = bus.MemoryCall(st.SessionID)
 	}
-	t.effect(func(ctx context.Context) error {
-		return bus.PublishProto(ctx, s.deps.JS, subject, st.SessionID+":"+c.CallID, req)
+	t.effect(func(ctx context.Context, b *bus.Batch) {
+		b.Proto(ctx, subject, st.SessionID+":"+c.CallID, req)
 	})
 }
 

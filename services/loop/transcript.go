@@ -24,10 +24,12 @@ type transcripts struct {
 	cache map[string]*cachedTranscript
 }
 
-// cachedTranscript is a transcript known to be committed at a state revision.
+// cachedTranscript is a transcript known to be committed at a state
+// revision, with the state record this process committed there.
 type cachedTranscript struct {
-	rev  uint64
-	msgs []*heraldpb.ChatMessage
+	rev   uint64
+	msgs  []*heraldpb.ChatMessage
+	state []byte
 }
 
 const maxCachedSessions = 4096
@@ -38,16 +40,13 @@ func newTranscripts(js jetstream.JetStream) *transcripts {
 
 func entryID(sid string, index int) string { return "log:" + sid + ":" + strconv.Itoa(index) }
 
-// append stores msgs at indexes from, from+1, ...
-func (t *transcripts) append(ctx context.Context, sid string, turn, from int, msgs ...*heraldpb.ChatMessage) error {
+// append adds msgs to b at indexes from, from+1, ...
+func (t *transcripts) append(ctx context.Context, b *bus.Batch, sid string, turn, from int, msgs ...*heraldpb.ChatMessage) {
 	now := time.Now().UnixMilli()
 	for i, m := range msgs {
 		e := &heraldpb.TranscriptEntry{SessionId: sid, Index: int32(from + i), Message: m, TsUnixMs: now, Turn: int32(turn)}
-		if err := bus.PublishProto(ctx, t.js, bus.SessionLog(sid), entryID(sid, from+i), e); err != nil {
-			return fmt.Errorf("append transcript: %w", err)
-		}
+		b.Proto(ctx, bus.SessionLog(sid), entryID(sid, from+i), e)
 	}
-	return nil
 }
 
 // load returns the first n messages of the session's transcript (kept in
@@ -66,8 +65,20 @@ func (t *transcripts) load(ctx context.Context, sid, log string, rev uint64, n i
 	return msgs, nil
 }
 
-// remember records the transcript committed at rev.
-func (t *transcripts) remember(sid string, rev uint64, msgs []*heraldpb.ChatMessage) {
+// committed returns the state record this process last committed for the
+// session, if it is still cached.
+func (t *transcripts) committed(sid string) (record, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	c := t.cache[sid]
+	if c == nil || c.state == nil {
+		return record{}, false
+	}
+	return record{data: c.state, rev: c.rev}, true
+}
+
+// remember records the transcript and state committed at rec's revision.
+func (t *transcripts) remember(sid string, rec record, msgs []*heraldpb.ChatMessage) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if len(t.cache) >= maxCachedSessions {
@@ -76,7 +87,7 @@ func (t *transcripts) remember(sid string, rev uint64, msgs []*heraldpb.ChatMess
 			break
 		}
 	}
-	t.cache[sid] = &cachedTranscript{rev: rev, msgs: msgs}
+	t.cache[sid] = &cachedTranscript{rev: rec.rev, msgs: msgs, state: rec.data}
 }
 
 func (t *transcripts) forget(sid string) {

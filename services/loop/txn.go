@@ -20,7 +20,7 @@ type txn struct {
 	msgs []*heraldpb.ChatMessage // committed transcript
 
 	appended []*heraldpb.ChatMessage
-	effects  []func(context.Context) error
+	effects  []func(context.Context, *bus.Batch)
 	events   []proto.Event
 	noop     bool
 	// inHand is the tool result this transition was handed; completing a
@@ -36,7 +36,8 @@ func (t *txn) history() []*heraldpb.ChatMessage {
 
 func (t *txn) appendMsg(m *heraldpb.ChatMessage) { t.appended = append(t.appended, m) }
 
-func (t *txn) effect(f func(context.Context) error) { t.effects = append(t.effects, f) }
+// effect adds a publish that must be stored before the state commits.
+func (t *txn) effect(f func(context.Context, *bus.Batch)) { t.effects = append(t.effects, f) }
 
 func (t *txn) event(ev proto.Event) {
 	t.st.EventSeq++
@@ -83,44 +84,78 @@ func (s *Service) advance(ctx context.Context, sid string, decide func(t *txn) e
 	}
 }
 
+// advanceOnce reads the session's state and, while the read is on its way,
+// decides against the state this process last committed, which is usually
+// still current; that decision stands only if the read finds the same
+// revision, and nothing is published before the read confirms it.
 func (s *Service) advanceOnce(ctx context.Context, sid string, decide func(t *txn) error) error {
-	st, rev, err := s.store.load(ctx, sid)
-	if err != nil {
-		return err
+	current := s.store.fetch(ctx, sid)
+	guess, t, err := s.speculate(ctx, sid, decide)
+	got := <-current
+	if got.err != nil {
+		return got.err
 	}
-	t := &txn{s: s, st: st, rev: rev}
-	if st != nil {
-		if t.msgs, err = s.tr.load(ctx, sid, st.logID(), rev, st.TranscriptLen); err != nil {
-			return err
-		}
+	if t == nil || !guess.same(got.rec) {
+		t, err = s.decideOn(ctx, sid, got.rec, decide)
 	}
-	if err := decide(t); err != nil || t.noop {
+	if err != nil || t.noop {
 		return err
 	}
 	if t.st == nil {
 		return fmt.Errorf("session %s: transition produced no state", sid)
 	}
-	if len(t.appended) > 0 {
-		if err := s.tr.append(ctx, t.st.logID(), t.st.Turn, len(t.msgs), t.appended...); err != nil {
-			return err
-		}
-	}
-	for _, eff := range t.effects {
-		if err := eff(ctx); err != nil {
-			return err
-		}
+	if err := s.publish(ctx, t); err != nil {
+		return err
 	}
 	t.st.TranscriptLen = len(t.msgs) + len(t.appended)
-	newRev, err := s.store.commit(ctx, t.st, rev)
+	rec, err := s.store.commit(ctx, t.st, t.rev)
 	if err != nil {
 		s.tr.forget(sid)
 		return err
 	}
-	s.tr.remember(sid, newRev, t.history())
+	s.tr.remember(sid, rec, t.history())
 	for _, ev := range t.events {
 		if err := bus.PublishEvent(s.deps.NC, ev); err != nil {
 			s.log.Warn().Err(err).Str("session_id", sid).Msg("publishing event failed")
 		}
 	}
 	return nil
+}
+
+// speculate decides against the state this process last committed, which
+// it returns too, or returns no transition when none is cached.
+func (s *Service) speculate(ctx context.Context, sid string, decide func(t *txn) error) (record, *txn, error) {
+	rec, ok := s.tr.committed(sid)
+	if !ok {
+		return record{}, nil, nil
+	}
+	t, err := s.decideOn(ctx, sid, rec, decide)
+	return rec, t, err
+}
+
+// decideOn runs decide against the state in rec and its transcript.
+func (s *Service) decideOn(ctx context.Context, sid string, rec record, decide func(t *txn) error) (*txn, error) {
+	st, err := rec.decode(sid)
+	if err != nil {
+		return nil, err
+	}
+	t := &txn{s: s, st: st, rev: rec.rev}
+	if st != nil {
+		if t.msgs, err = s.tr.load(ctx, sid, st.logID(), rec.rev, st.TranscriptLen); err != nil {
+			return nil, err
+		}
+	}
+	return t, decide(t)
+}
+
+// publish stores the transition's appended messages, then its effects, all
+// sent at once and awaited together: every one is stored before the state
+// that expects them is committed.
+func (s *Service) publish(ctx context.Context, t *txn) error {
+	b := bus.NewBatch(s.deps.JS)
+	s.tr.append(ctx, b, t.st.logID(), t.st.Turn, len(t.msgs), t.appended...)
+	for _, eff := range t.effects {
+		eff(ctx, b)
+	}
+	return b.Wait(ctx)
 }
