@@ -1470,12 +1470,18 @@ func (x *ToolEvent) GetOutputBytes() int64 {
 
 // TranscriptEntry is one persisted message of a session's transcript.
 type TranscriptEntry struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	SessionId     string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
-	Index         int32                  `protobuf:"varint,2,opt,name=index,proto3" json:"index,omitempty"` // position in the transcript; duplicates of an index are ignored
-	Message       *ChatMessage           `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
-	TsUnixMs      int64                  `protobuf:"varint,4,opt,name=ts_unix_ms,json=tsUnixMs,proto3" json:"ts_unix_ms,omitempty"`
-	Turn          int32                  `protobuf:"varint,5,opt,name=turn,proto3" json:"turn,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	SessionId string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	Index     int32                  `protobuf:"varint,2,opt,name=index,proto3" json:"index,omitempty"` // position in the transcript; duplicates of an index are ignored
+	Message   *ChatMessage           `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
+	TsUnixMs  int64                  `protobuf:"varint,4,opt,name=ts_unix_ms,json=tsUnixMs,proto3" json:"ts_unix_ms,omitempty"`
+	Turn      int32                  `protobuf:"varint,5,opt,name=turn,proto3" json:"turn,omitempty"`
+	// chain hashes the log's messages up to and including this one (after
+	// prev_chain, the chain up to the one before); the session state keeps the
+	// chain of its last committed entry, so a reader tells committed entries
+	// from those of a transition that lost its commit.
+	Chain         uint64 `protobuf:"varint,6,opt,name=chain,proto3" json:"chain,omitempty"`
+	PrevChain     uint64 `protobuf:"varint,7,opt,name=prev_chain,json=prevChain,proto3" json:"prev_chain,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1541,6 +1547,20 @@ func (x *TranscriptEntry) GetTsUnixMs() int64 {
 func (x *TranscriptEntry) GetTurn() int32 {
 	if x != nil {
 		return x.Turn
+	}
+	return 0
+}
+
+func (x *TranscriptEntry) GetChain() uint64 {
+	if x != nil {
+		return x.Chain
+	}
+	return 0
+}
+
+func (x *TranscriptEntry) GetPrevChain() uint64 {
+	if x != nil {
+		return x.PrevChain
 	}
 	return 0
 }
@@ -1720,7 +1740,7 @@ const file_herald_v1_herald_proto_rawDesc = "" +
 	"durationMs\x12\x16\n" +
 	"\x06status\x18\n" +
 	" \x01(\tR\x06status\x12!\n" +
-	"\foutput_bytes\x18\v \x01(\x03R\voutputBytes\"\xaa\x01\n" +
+	"\foutput_bytes\x18\v \x01(\x03R\voutputBytes\"\xdf\x01\n" +
 	"\x0fTranscriptEntry\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x14\n" +
@@ -1728,7 +1748,10 @@ const file_herald_v1_herald_proto_rawDesc = "" +
 	"\amessage\x18\x03 \x01(\v2\x16.herald.v1.ChatMessageR\amessage\x12\x1c\n" +
 	"\n" +
 	"ts_unix_ms\x18\x04 \x01(\x03R\btsUnixMs\x12\x12\n" +
-	"\x04turn\x18\x05 \x01(\x05R\x04turnB,Z*github.com/heraldrun/herald/proto/heraldpbb\x06proto3"
+	"\x04turn\x18\x05 \x01(\x05R\x04turn\x12\x14\n" +
+	"\x05chain\x18\x06 \x01(\x04R\x05chain\x12\x1d\n" +
+	"\n" +
+	"prev_chain\x18\a \x01(\x04R\tprevChainB,Z*github.com/heraldrun/herald/proto/heraldpbb\x06proto3"
 
 var (
 	file_herald_v1_herald_proto_rawDescOnce sync.Once

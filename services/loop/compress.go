@@ -228,6 +228,6 @@ func (st *State) logID() string {
 func (t *txn) restartLog(logID string, msgs []*heraldpb.ChatMessage) {
 	t.st.Logs = append(t.st.Logs, t.st.logID())
 	t.st.LogSID = logID
-	t.msgs = nil
+	t.msgs, t.baseChain = nil, 0
 	t.appended = append([]*heraldpb.ChatMessage(nil), msgs...)
 }

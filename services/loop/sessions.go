@@ -62,6 +62,6 @@ func SessionTranscript(ctx context.Context, js jetstream.JetStream, sid string) 
 	if err != nil {
 		return nil, nil, err
 	}
-	entries, err := ReadEntries(ctx, js, st.logID(), st.TranscriptLen)
+	entries, err := ReadEntries(ctx, js, st.logID(), st.TranscriptLen, st.LogChain)
 	return st, entries, err
 }

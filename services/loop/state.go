@@ -73,9 +73,12 @@ type State struct {
 	Turn            int    `json:"turn"`
 	Step            int    `json:"step"`
 	// Refunds are iterations given back by cheap-only steps this turn.
-	Refunds        int         `json:"refunds,omitempty"`
-	MaxIterations  int         `json:"max_iterations"`
-	TranscriptLen  int         `json:"transcript_len"`
+	Refunds       int `json:"refunds,omitempty"`
+	MaxIterations int `json:"max_iterations"`
+	TranscriptLen int `json:"transcript_len"`
+	// LogChain is the chain hash through the current log's last committed
+	// entry (see TranscriptEntry.chain).
+	LogChain       uint64      `json:"log_chain,omitempty"`
 	Pending        *Pending    `json:"pending,omitempty"`
 	APICalls       int         `json:"api_calls"`
 	Usage          proto.Usage `json:"usage"`

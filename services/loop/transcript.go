@@ -2,8 +2,10 @@ package loop
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"strconv"
 	"sync"
 	"time"
@@ -38,27 +40,50 @@ func newTranscripts(js jetstream.JetStream) *transcripts {
 	return &transcripts{js: js, cache: map[string]*cachedTranscript{}}
 }
 
-func entryID(sid string, index int) string { return "log:" + sid + ":" + strconv.Itoa(index) }
+// entryID names an entry by its index and chain: a repeat of the same
+// append (a retry, a redelivery) is stored once, while a different message
+// at the same index (written by a transition that then lost its commit, and
+// the committed one) is stored too, for the chain to choose between.
+func entryID(sid string, index int, chain uint64) string {
+	return "log:" + sid + ":" + strconv.Itoa(index) + ":" + strconv.FormatUint(chain, 16)
+}
 
-// append adds msgs to b at indexes from, from+1, ...
-func (t *transcripts) append(ctx context.Context, b *bus.Batch, sid string, turn, from int, msgs ...*heraldpb.ChatMessage) {
+// chainNext extends a log's chain hash prev with m.
+func chainNext(prev uint64, m *heraldpb.ChatMessage) uint64 {
+	data, _ := gproto.MarshalOptions{Deterministic: true}.Marshal(m)
+	h := fnv.New64a()
+	var b [8]byte
+	binary.BigEndian.PutUint64(b[:], prev)
+	h.Write(b[:])
+	h.Write(data)
+	return h.Sum64()
+}
+
+// append adds msgs to b at indexes from, from+1, ..., extending the chain
+// prev of the messages before them; it returns the chain through the last.
+func (t *transcripts) append(ctx context.Context, b *bus.Batch, sid string, turn, from int, prev uint64, msgs ...*heraldpb.ChatMessage) uint64 {
 	now := time.Now().UnixMilli()
+	chain := prev
 	for i, m := range msgs {
-		e := &heraldpb.TranscriptEntry{SessionId: sid, Index: int32(from + i), Message: m, TsUnixMs: now, Turn: int32(turn)}
-		b.Proto(ctx, bus.SessionLog(sid), entryID(sid, from+i), e)
+		next := chainNext(chain, m)
+		e := &heraldpb.TranscriptEntry{SessionId: sid, Index: int32(from + i), Message: m, TsUnixMs: now, Turn: int32(turn),
+			Chain: next, PrevChain: chain}
+		b.Proto(ctx, bus.SessionLog(sid), entryID(sid, from+i, next), e)
+		chain = next
 	}
+	return chain
 }
 
 // load returns the first n messages of the session's transcript (kept in
 // log), from the cache when it is current for rev, else from the stream.
-func (t *transcripts) load(ctx context.Context, sid, log string, rev uint64, n int) ([]*heraldpb.ChatMessage, error) {
+func (t *transcripts) load(ctx context.Context, sid, log string, rev uint64, n int, chain uint64) ([]*heraldpb.ChatMessage, error) {
 	t.mu.Lock()
 	c := t.cache[sid]
 	t.mu.Unlock()
 	if c != nil && c.rev == rev && len(c.msgs) >= n {
 		return c.msgs[:n:n], nil
 	}
-	msgs, err := ReadTranscript(ctx, t.js, log, n)
+	msgs, err := ReadTranscript(ctx, t.js, log, n, chain)
 	if err != nil {
 		return nil, err
 	}
@@ -97,9 +122,9 @@ func (t *transcripts) forget(sid string) {
 }
 
 // ReadTranscript reads the first n messages (n < 0: all) of a session's
-// transcript from the SESSIONS stream, ignoring repeated indexes.
-func ReadTranscript(ctx context.Context, js jetstream.JetStream, sid string, n int) ([]*heraldpb.ChatMessage, error) {
-	entries, err := ReadEntries(ctx, js, sid, n)
+// transcript from the SESSIONS stream (see ReadEntries).
+func ReadTranscript(ctx context.Context, js jetstream.JetStream, sid string, n int, chain uint64) ([]*heraldpb.ChatMessage, error) {
+	entries, err := ReadEntries(ctx, js, sid, n, chain)
 	if err != nil {
 		return nil, err
 	}
@@ -110,11 +135,14 @@ func ReadTranscript(ctx context.Context, js jetstream.JetStream, sid string, n i
 	return msgs, nil
 }
 
-// ReadEntries reads transcript entries in index order. When an index was
-// written more than once (an append orphaned by a crash or a lost race, then
-// the committed one), the latest write wins: a committed transition always
-// writes after any orphan it supersedes.
-func ReadEntries(ctx context.Context, js jetstream.JetStream, sid string, n int) ([]*heraldpb.TranscriptEntry, error) {
+// ReadEntries reads the first n transcript entries (n < 0: all) in index
+// order. An index written more than once (by a transition that lost its
+// commit or crashed before it, and by the committed one) is resolved by the
+// chain: walking back from chain, the chain hash of the state's last
+// committed entry, each index takes the entry whose chain is the one the
+// next entry extends. Where no entry matches (a log written before chains,
+// or chain 0 for unknown), the latest write of the index wins.
+func ReadEntries(ctx context.Context, js jetstream.JetStream, sid string, n int, chain uint64) ([]*heraldpb.TranscriptEntry, error) {
 	if n == 0 {
 		return nil, nil
 	}
@@ -123,7 +151,7 @@ func ReadEntries(ctx context.Context, js jetstream.JetStream, sid string, n int)
 		return nil, fmt.Errorf("read transcript: %w", err)
 	}
 	subject := bus.SessionLog(sid)
-	byIndex := map[int32]*heraldpb.TranscriptEntry{}
+	byIndex := map[int32][]*heraldpb.TranscriptEntry{} // each index's writes, oldest first
 	for seq := uint64(1); ; {
 		raw, err := stream.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subject))
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
@@ -141,18 +169,28 @@ func ReadEntries(ctx context.Context, js jetstream.JetStream, sid string, n int)
 		if err := gproto.Unmarshal(data, e); err != nil {
 			return nil, fmt.Errorf("transcript %s entry %d: %w", sid, raw.Sequence, err)
 		}
-		byIndex[e.Index] = e
+		byIndex[e.Index] = append(byIndex[e.Index], e)
 	}
-	var out []*heraldpb.TranscriptEntry
-	for i := int32(0); n < 0 || int(i) < n; i++ {
-		e, ok := byIndex[i]
-		if !ok {
-			break
+	have := 0
+	for len(byIndex[int32(have)]) > 0 {
+		have++
+	}
+	if n < 0 {
+		n = have
+	}
+	if have < n {
+		return nil, fmt.Errorf("transcript %s has %d of %d messages", sid, have, n)
+	}
+	out := make([]*heraldpb.TranscriptEntry, n)
+	for i := n - 1; i >= 0; i-- {
+		writes := byIndex[int32(i)]
+		e := writes[len(writes)-1]
+		for _, w := range writes {
+			if w.Chain == chain {
+				e = w
+			}
 		}
-		out = append(out, e)
-	}
-	if n > 0 && len(out) < n {
-		return nil, fmt.Errorf("transcript %s has %d of %d messages", sid, len(out), n)
+		out[i], chain = e, e.PrevChain
 	}
 	return out, nil
 }

@@ -18,6 +18,8 @@ type txn struct {
 	st   *State
 	rev  uint64
 	msgs []*heraldpb.ChatMessage // committed transcript
+	// baseChain is the chain hash of msgs, which appended messages extend.
+	baseChain uint64
 
 	appended []*heraldpb.ChatMessage
 	effects  []func(context.Context, *bus.Batch)
@@ -141,7 +143,8 @@ func (s *Service) decideOn(ctx context.Context, sid string, rec record, decide f
 	}
 	t := &txn{s: s, st: st, rev: rec.rev}
 	if st != nil {
-		if t.msgs, err = s.tr.load(ctx, sid, st.logID(), rec.rev, st.TranscriptLen); err != nil {
+		t.baseChain = st.LogChain
+		if t.msgs, err = s.tr.load(ctx, sid, st.logID(), rec.rev, st.TranscriptLen, st.LogChain); err != nil {
 			return nil, err
 		}
 	}
@@ -153,7 +156,7 @@ func (s *Service) decideOn(ctx context.Context, sid string, rec record, decide f
 // that expects them is committed.
 func (s *Service) publish(ctx context.Context, t *txn) error {
 	b := bus.NewBatch(s.deps.JS)
-	s.tr.append(ctx, b, t.st.logID(), t.st.Turn, len(t.msgs), t.appended...)
+	t.st.LogChain = s.tr.append(ctx, b, t.st.logID(), t.st.Turn, len(t.msgs), t.baseChain, t.appended...)
 	for _, eff := range t.effects {
 		eff(ctx, b)
 	}
