@@ -2,9 +2,6 @@ package toolrunner
 
 import (
 	"context"
-	"github.com/heraldrun/herald/pkg/config"
-	"github.com/heraldrun/herald/proto/heraldpb"
-	gproto "google.golang.org/protobuf/proto"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,9 +9,13 @@ import (
 	"time"
 
 	"github.com/heraldrun/herald/pkg/bus"
+	"github.com/heraldrun/herald/pkg/config"
 	"github.com/heraldrun/herald/pkg/heraldtest"
 	"github.com/heraldrun/herald/proto"
+	"github.com/heraldrun/herald/proto/heraldpb"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
+	gproto "google.golang.org/protobuf/proto"
 )
 
 func TestWriteThenReadRoundTrip(t *testing.T) {
@@ -181,8 +182,13 @@ func TestToolEventsReachTheToolEventsStream(t *testing.T) {
 	h.run(req)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	m, err := bus.LastOnSubject(ctx, h.bus.JS, bus.StreamToolEvents, bus.ToolEventSubject("acme"))
-	require.NoError(t, err)
+	// The tool event is published after the result the harness waited for.
+	var m *jetstream.RawStreamMsg
+	require.Eventually(t, func() bool {
+		var err error
+		m, err = bus.LastOnSubject(ctx, h.bus.JS, bus.StreamToolEvents, bus.ToolEventSubject("acme"))
+		return err == nil
+	}, 5*time.Second, 10*time.Millisecond, "no tool event was stored")
 	ev := &heraldpb.ToolEvent{}
 	require.NoError(t, bus.Decode(m.Data, ev))
 	require.Equal(t, req.GetCallId(), ev.GetEventId())
