@@ -19,8 +19,7 @@ func TestPayloadsOverMaxPayloadPassUnderEachUser(t *testing.T) {
 	s := startSecured(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	admin := s.connect(t, "admin")
-	require.NoError(t, bus.Ensure(ctx, admin.js, 1))
+	admin := s.declared(t)
 	big := bytes.Repeat([]byte("a long history "), (9<<20)/15) // over the 8 MiB max payload
 	workQueue := map[string]bool{}
 	for _, cfg := range bus.Streams(1) {

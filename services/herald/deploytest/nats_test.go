@@ -130,6 +130,18 @@ func (c *conn) errors() []error {
 	return append([]error(nil), c.errs...)
 }
 
+// declared connects as admin and declares every stream, bucket and object
+// store, as `herald declare` does.
+func (s *secured) declared(t *testing.T) *conn {
+	t.Helper()
+	admin := s.connect(t, "admin")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	_, err := bus.Declare(ctx, admin.js, 1)
+	require.NoError(t, err)
+	return admin
+}
+
 func shortCtx(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 	t.Cleanup(cancel)
@@ -151,10 +163,9 @@ func TestEveryUserNeedsItsPassword(t *testing.T) {
 
 func TestAdminDeclaresTheStreamsAndBuckets(t *testing.T) {
 	s := startSecured(t)
-	admin := s.connect(t, "admin")
+	admin := s.declared(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	require.NoError(t, bus.Ensure(ctx, admin.js, 1))
 	for _, cfg := range bus.Streams(1) {
 		_, err := admin.js.Stream(ctx, cfg.Name)
 		require.NoError(t, err, "stream %s exists", cfg.Name)
@@ -170,10 +181,9 @@ func TestAdminDeclaresTheStreamsAndBuckets(t *testing.T) {
 // start model calls or tasks, nor read a session's state or transcript.
 func TestToolRunnerCannotPublishUsageNorReadSessions(t *testing.T) {
 	s := startSecured(t)
-	admin := s.connect(t, "admin")
+	admin := s.declared(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	require.NoError(t, bus.Ensure(ctx, admin.js, 1))
 	// A session with state and a transcript entry, as the loop leaves them.
 	sessions, err := admin.js.KeyValue(ctx, bus.BucketSessions)
 	require.NoError(t, err)
@@ -240,10 +250,9 @@ func TestToolRunnerCannotPublishUsageNorReadSessions(t *testing.T) {
 // revision, and read the transcript back.
 func TestLoopReadsAndWritesSessionState(t *testing.T) {
 	s := startSecured(t)
-	admin := s.connect(t, "admin")
+	s.declared(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	require.NoError(t, bus.Ensure(ctx, admin.js, 1))
 
 	lp := s.connect(t, "loop")
 	require.NoError(t, bus.Ensure(ctx, lp.js, 1), "the loop checks the streams at start-up, as app.Start does")
@@ -332,10 +341,9 @@ func TestEachUserIsRefusedWhatBelongsToOthers(t *testing.T) {
 // declaration in place and starts.
 func TestOnlyAdminChangesStreams(t *testing.T) {
 	s := startSecured(t)
-	admin := s.connect(t, "admin")
+	admin := s.declared(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	require.NoError(t, bus.Ensure(ctx, admin.js, 1))
 	for _, user := range append([]string{"client"}, serviceUsers...) {
 		c := s.connect(t, user)
 		require.NoError(t, bus.Ensure(ctx, c.js, 1), "%s finds the streams declared", user)

@@ -63,8 +63,7 @@ func TestEveryServiceRunsUnderItsOwnUser(t *testing.T) {
 	dsn, stopCH, err := accounting.EnsureTestClickHouse(ctx, t.TempDir())
 	require.NoError(t, err)
 	t.Cleanup(stopCH)
-	admin := s.connect(t, "admin")
-	require.NoError(t, bus.Ensure(ctx, admin.js, 1), "set-up: the admin declares streams first")
+	admin := s.declared(t) // set-up: the admin declares streams first
 	cfg := stackConfig(t, dsn)
 	for _, name := range service.Names {
 		startService(t, s, cfg, name)

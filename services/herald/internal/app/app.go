@@ -165,9 +165,8 @@ func RedactURL(raw string) string {
 // would let any user read every reply in the account.
 func InboxOption(cfg config.Config) nats.Option {
 	prefix := cfg.NATSInboxPrefix
-	if u, err := url.Parse(strings.Split(cfg.NATSURL, ",")[0]); prefix == "" && err == nil && u.User != nil &&
-		validToken(u.User.Username()) {
-		prefix = "_INBOX_" + u.User.Username()
+	if user := urlUser(cfg.NATSURL); prefix == "" && user != nil && validToken(user.Username()) {
+		prefix = "_INBOX_" + user.Username()
 	}
 	if prefix == "" {
 		prefix = "_INBOX"
@@ -191,12 +190,21 @@ func validToken(s string) bool {
 // credentials carries the user and password of a NATS URL to an in-process
 // connection, for an embedded server whose configuration requires them.
 func credentials(raw string) []nats.Option {
-	u, err := url.Parse(strings.Split(raw, ",")[0])
-	if err != nil || u.User == nil {
+	user := urlUser(raw)
+	if user == nil {
 		return nil
 	}
-	pass, _ := u.User.Password()
-	return []nats.Option{nats.UserInfo(u.User.Username(), pass)}
+	pass, _ := user.Password()
+	return []nats.Option{nats.UserInfo(user.Username(), pass)}
+}
+
+// urlUser is the user of a NATS URL list's first server, or nil.
+func urlUser(raw string) *url.Userinfo {
+	u, err := url.Parse(strings.Split(raw, ",")[0])
+	if err != nil {
+		return nil
+	}
+	return u.User
 }
 
 func build(name string, o Options, deps service.Deps) (service.Service, error) {
