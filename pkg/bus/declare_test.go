@@ -145,3 +145,25 @@ accounts {
 	require.NoError(t, bus.Check(ctx, svc, 1))
 	require.NoError(t, bus.Ensure(ctx, svc, 1))
 }
+
+// A client that only submits work needs the streams a task travels on to
+// exist, whatever their settings: one declared by another Herald version
+// will do, an undeclared server will not.
+func TestCheckExistsIgnoresSettings(t *testing.T) {
+	js := heraldtest.StartEmptyBus(t).JS
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	client := []string{bus.StreamTasks, bus.StreamSessions, bus.StreamEvents, bus.StreamControl}
+	require.ErrorIs(t, bus.CheckExists(ctx, js, client...), bus.ErrNotDeclared)
+
+	_, err := bus.Declare(ctx, js, 1)
+	require.NoError(t, err)
+	events, err := js.Stream(ctx, bus.StreamEvents)
+	require.NoError(t, err)
+	cfg := events.CachedInfo().Config
+	cfg.MaxAge = time.Hour
+	_, err = js.UpdateStream(ctx, cfg)
+	require.NoError(t, err)
+	require.ErrorIs(t, bus.Check(ctx, js, 1), bus.ErrNotDeclared, "a service notices the difference")
+	require.NoError(t, bus.CheckExists(ctx, js, client...), "a client does not mind it")
+}
