@@ -116,6 +116,7 @@ type Config struct {
 	ToolOutput     ToolOutput           `yaml:"tool_output"`
 	Retry          Retry                `yaml:"retry"`
 	MCPServers     map[string]MCPServer `yaml:"mcp_servers"`
+	Sandbox        Sandbox              `yaml:"sandbox"`
 	Tenant         string               `yaml:"tenant"`
 	// DashboardToken protects the dashboard when it listens beyond loopback.
 	DashboardToken string `yaml:"dashboard_token"`
@@ -141,6 +142,7 @@ func Default() Config {
 			RateBaseDelay: 5 * time.Second, RateMaxDelay: 120 * time.Second, CallTimeout: 10 * time.Minute},
 		Tenant:   "default",
 		Replicas: 1,
+		Sandbox:  DefaultSandbox(),
 	}
 }
 
@@ -229,6 +231,7 @@ func (c *Config) applyEnv(getenv func(string) string) {
 	set(&c.Primary.BaseURL, "HERALD_BASE_URL")
 	set(&c.Primary.APIMode, "HERALD_API_MODE")
 	set(&c.DashboardToken, "HERALD_DASHBOARD_TOKEN")
+	set(&c.Sandbox.Mode, "HERALD_SANDBOX")
 	c.Primary.APIKey = ResolveKey(c.Primary, getenv, true)
 	for i := range c.FallbackProviders {
 		c.FallbackProviders[i].APIKey = ResolveKey(c.FallbackProviders[i], getenv, false)
@@ -277,6 +280,9 @@ func (c Config) Validate() error {
 	case "manual", "off", "deny":
 	default:
 		errs = append(errs, fmt.Errorf("approvals.mode must be manual, off or deny, got %q", c.Approvals.Mode))
+	}
+	if err := c.Sandbox.Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	for i, p := range c.FallbackProviders {
 		check(p.Model != "", "fallback_providers[%d].model is required", i)

@@ -57,6 +57,9 @@ type Config struct {
 	MCPServers map[string]config.MCPServer
 	// SearchMaxResults caps the matches search_files returns.
 	SearchMaxResults int
+	// Sandbox confines every command a tool runs (this runner's pool's
+	// settings of herald.yaml's sandbox).
+	Sandbox config.Sandbox
 }
 
 // DefaultConfig returns the defaults of BEHAVIOURS.md.
@@ -78,6 +81,7 @@ func DefaultConfig() Config {
 		AckWait:            30 * time.Second,
 		MaxDeliver:         5,
 		SearchMaxResults:   200,
+		Sandbox:            config.DefaultSandbox(),
 	}
 }
 
@@ -104,6 +108,7 @@ func ConfigFrom(c config.Config) Config {
 		cfg.ApprovalTimeout = c.Approvals.Timeout
 	}
 	cfg.MCPServers = c.MCPServers
+	cfg.Sandbox = c.Sandbox
 	return cfg
 }
 
@@ -130,6 +135,9 @@ func (c Config) Validate() error {
 	}
 	for tool, n := range c.ToolConcurrency {
 		check(n > 0, "toolrunner: concurrency limit of %s must be positive", tool)
+	}
+	if err := c.Sandbox.ForPool(c.Pool).Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("toolrunner: %w", err))
 	}
 	for name, s := range c.MCPServers {
 		check(proto.IsToken(name), "toolrunner: MCP server name %q may hold only letters, digits, '-' and '_'", name)

@@ -23,6 +23,7 @@ type Service struct {
 	tools   map[string]tool
 	limits  *toolLimits
 	secrets secrets
+	sandbox *Sandbox
 
 	mu      sync.Mutex
 	started bool
@@ -49,6 +50,11 @@ func New(cfg Config, deps service.Deps) (*Service, error) {
 	s := &Service{cfg: cfg, deps: deps, runner: runner,
 		log:    deps.Log.With().Str("service", "toolrunner").Str("runner", runner).Logger(),
 		limits: newToolLimits(cfg.ToolConcurrency), secrets: secretsOf(deps.Config)}
+	sb, err := NewSandbox(cfg.Sandbox.ForPool(cfg.Pool), s.log)
+	if err != nil {
+		return nil, fmt.Errorf("toolrunner: %w", err)
+	}
+	s.sandbox = sb
 	s.tools = s.builtinTools()
 	return s, nil
 }
@@ -107,6 +113,7 @@ func (s *Service) Shutdown(ctx context.Context) error {
 	}
 	err := s.worker.Stop(ctx)
 	s.stopMCP()
+	s.sandbox.close()
 	s.log.Info().Msg("tool runner stopped")
 	return err
 }

@@ -118,3 +118,7 @@ func hasDotDot(p string) bool {
 	}
 	return false
 }
+
+// tenantsDir holds, under the workspace root, the workspaces of tasks bound
+// to a tenant: <root>/tenants/<tenant>/<the task's workspace>.
+const tenantsDir = "tenants"

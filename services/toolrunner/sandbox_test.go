@@ -1,0 +1,189 @@
+package toolrunner
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/heraldrun/herald/pkg/config"
+	"github.com/heraldrun/herald/pkg/heraldtest"
+	"github.com/rs/zerolog"
+	"github.com/stretchr/testify/require"
+)
+
+// Each test here tries to break one promise of the sandbox from inside a
+// terminal call, the way a hostile or confused model would.
+
+// inWorkspace runs command as a terminal call in the task workspace "mine".
+func (h *harness) inWorkspace(command string) terminalReply {
+	h.t.Helper()
+	req := h.request("terminal", map[string]any{"command": command})
+	req.Workspace = "mine"
+	return terminalOf(h.t, h.run(req))
+}
+
+func TestSandboxCannotReadFilesOutsideTheWorkspace(t *testing.T) {
+	data := t.TempDir() // the runner's data folder: checkpoints, credentials
+	h := newHarness(t, func(c *Config) { c.CheckpointDir = filepath.Join(data, "checkpoints") })
+	secret := fmt.Sprintf("the-secret-%d", time.Now().UnixNano())
+	planted := map[string]string{
+		"data folder":       filepath.Join(data, "nats.creds"),
+		"/var/tmp":          filepath.Join("/var/tmp", fmt.Sprintf("herald-planted-%d", time.Now().UnixNano())),
+		"sibling workspace": filepath.Join(h.cfg.WorkspaceRoot, "theirs", "notes.txt"),
+		"workspace root":    filepath.Join(h.cfg.WorkspaceRoot, "root.txt"),
+	}
+	for _, p := range planted {
+		require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))
+		require.NoError(t, os.WriteFile(p, []byte(secret), 0o644))
+		t.Cleanup(func() { _ = os.Remove(p) })
+	}
+	for where, p := range planted {
+		r := h.inWorkspace("cat " + p + "; cat ../" + filepath.Base(p) + "; cat ../theirs/notes.txt")
+		require.NotContains(t, r.Output, secret, "a command read a file planted in the %s", where)
+	}
+	// Nothing of the host beyond the allow-list is even there.
+	r := h.inWorkspace("for d in /var /srv /opt /home /root /etc/shadow /etc/hostname " + data + "; do test -e $d && echo SEEN $d; done; echo checked")
+	require.Equal(t, "checked\n", r.Output)
+	// What is promised is there: programs, libraries, the workspace.
+	r = h.inWorkspace("echo mine > own.txt && cat own.txt && ls /usr/bin/bash && pwd")
+	require.Equal(t, "mine\n/usr/bin/bash\n"+filepath.Join(h.cfg.WorkspaceRoot, "mine")+"\n", r.Output)
+}
+
+func TestSandboxCannotWriteOutsideTheWorkspace(t *testing.T) {
+	h := newHarness(t)
+	victim := filepath.Join("/var/tmp", fmt.Sprintf("herald-write-%d", time.Now().UnixNano()))
+	sibling := filepath.Join(h.cfg.WorkspaceRoot, "theirs")
+	require.NoError(t, os.MkdirAll(sibling, 0o755))
+	r := h.inWorkspace(strings.Join([]string{
+		"echo x > " + victim, "echo x > ../theirs/planted", "echo x > /usr/herald-planted",
+		"mkdir -p /var/tmp && echo x > " + victim, "echo x > /tmp/private && cat /tmp/private",
+	}, "; "))
+	require.Contains(t, r.Output, "x", "the private /tmp is writable")
+	require.NoFileExists(t, victim)
+	require.NoFileExists(t, filepath.Join(sibling, "planted"))
+	require.NoFileExists(t, "/usr/herald-planted")
+	require.NoFileExists(t, "/tmp/private", "the sandbox's /tmp is its own")
+}
+
+func TestSandboxHasNoNetworkUnlessAllowed(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = ln.Close() })
+	var accepted atomic.Int64
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			accepted.Add(1)
+			_ = c.Close()
+		}
+	}()
+	port := ln.Addr().(*net.TCPAddr).Port
+	connect := fmt.Sprintf("echo hi > /dev/tcp/127.0.0.1/%d && echo CONNECTED", port)
+
+	h := newHarness(t)
+	r := h.inWorkspace(connect)
+	require.NotContains(t, r.Output, "CONNECTED")
+	require.Never(t, func() bool { return accepted.Load() > 0 }, 300*time.Millisecond, 20*time.Millisecond)
+
+	open := newHarness(t, func(c *Config) { c.Sandbox.Network = true })
+	r = open.inWorkspace(connect)
+	require.Contains(t, r.Output, "CONNECTED", "network: true lets commands connect")
+	require.Eventually(t, func() bool { return accepted.Load() == 1 }, 5*time.Second, 10*time.Millisecond)
+}
+
+func TestSandboxSeesNoHostProcess(t *testing.T) {
+	h := newHarness(t)
+	self, err := os.Executable()
+	require.NoError(t, err)
+	r := h.inWorkspace("cat /proc/[0-9]*/cmdline | tr '\\0' ' '; echo; ls -d /proc/[0-9]* | wc -l")
+	require.NotContains(t, r.Output, filepath.Base(self), "the runner's own process is visible")
+	fields := strings.Fields(r.Output)
+	var n int
+	_, err = fmt.Sscan(fields[len(fields)-1], &n)
+	require.NoError(t, err, r.Output)
+	require.LessOrEqual(t, n, 6, "more processes than the call's own: %s", r.Output)
+}
+
+func TestSandboxEndsEveryProcessWithTheCall(t *testing.T) {
+	h := newHarness(t)
+	r := h.inWorkspace(heartbeat("beat") + "setsid sh -c 'while :; do echo $RANDOM > beat2; sleep 0.02; done' & disown -a; nohup sleep 1000 & echo left")
+	require.Equal(t, "left\n", r.Output)
+	ws := filepath.Join(h.cfg.WorkspaceRoot, "mine")
+	requireHeartbeatStops(t, filepath.Join(ws, "beat"), "a background loop outlived the call")
+	requireHeartbeatStops(t, filepath.Join(ws, "beat2"), "a setsid'd, disowned loop outlived the call")
+}
+
+func TestSandboxProcessLimitHolds(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.Sandbox.Processes = 16 })
+	// dash does not retry a failed fork: each refused one is a message.
+	r := h.inWorkspace(`sh -c 'for i in $(seq 40); do sleep 5 & done 2>/dev/null; ls -d /proc/[0-9]* | wc -l'; echo exit=$?`)
+	lines := strings.Fields(r.Output)
+	require.NotEmpty(t, lines, r.Output)
+	var n int
+	_, err := fmt.Sscan(lines[0], &n)
+	if err == nil {
+		require.LessOrEqual(t, n, 16, "the call ran %d processes with a limit of 16", n)
+	} else {
+		require.Contains(t, r.Output, "exit=", "the limit stopped even the count: %s", r.Output)
+	}
+	// Below the limit, work goes on as usual.
+	r = h.inWorkspace(`for i in 1 2 3 4; do sleep 0.1 & done; wait; echo fine`)
+	require.Equal(t, "fine\n", r.Output)
+}
+
+func TestSandboxMemoryAndCPULimitsHold(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.Sandbox.MemoryMB = 64; c.Sandbox.CPUSeconds = 1 })
+	r := h.inWorkspace(`python3 -c 'x = bytearray(512 << 20); print("ALLOCATED")'`)
+	require.NotContains(t, r.Output, "ALLOCATED", "512 MB allocated under a 64 MB limit")
+	require.NotEqual(t, 0, r.ExitCode)
+
+	start := time.Now()
+	r = h.inWorkspace(`while :; do :; done`)
+	require.Less(t, time.Since(start), 15*time.Second, "a busy loop outran its 1 CPU second")
+	require.NotEqual(t, 0, r.ExitCode)
+}
+
+func TestRunnerRefusesToStartWithoutBwrapUnlessModeNone(t *testing.T) {
+	b := heraldtest.StartBus(t)
+	t.Setenv("PATH", t.TempDir()) // no bwrap on PATH
+	h := newIdleHarness(t, b)
+	_, err := New(h.cfg, depsFor(b.NC, b.JS, t))
+	require.ErrorIs(t, err, ErrNoSandbox)
+	require.Contains(t, err.Error(), "sandbox.mode: none")
+
+	var logs bytes.Buffer
+	deps := depsFor(b.NC, b.JS, t)
+	deps.Log = zerolog.New(&logs)
+	cfg := h.cfg
+	cfg.Sandbox.Mode = config.SandboxNone
+	svc, err := New(cfg, deps)
+	require.NoError(t, err)
+	require.NoError(t, svc.Start(context.Background()))
+	t.Cleanup(func() { _ = svc.Shutdown(context.Background()) })
+	require.Equal(t, 1, strings.Count(logs.String(), "sandbox.mode is none"), logs.String())
+}
+
+func TestSandboxOverridesPerPool(t *testing.T) {
+	yes := true
+	s := config.DefaultSandbox()
+	s.ReadOnly = []string{"/srv/models"}
+	s.Pools = map[string]config.SandboxOverride{"gpu": {Network: &yes, MemoryMB: 16384, ReadOnly: []string{"/opt/cuda"}}}
+	gpu := s.ForPool("gpu")
+	require.True(t, gpu.Network)
+	require.Equal(t, 16384, gpu.MemoryMB)
+	require.Equal(t, 256, gpu.Processes)
+	require.Equal(t, []string{"/srv/models", "/opt/cuda"}, gpu.ReadOnly)
+	require.False(t, s.ForPool("default").Network)
+	s.Pools["bad"] = config.SandboxOverride{Mode: "docker"}
+	require.ErrorContains(t, s.Validate(), "sandbox.pools.bad.mode")
+}
