@@ -1480,8 +1480,10 @@ type TranscriptEntry struct {
 	// prev_chain, the chain up to the one before); the session state keeps the
 	// chain of its last committed entry, so a reader tells committed entries
 	// from those of a transition that lost its commit.
-	Chain         uint64 `protobuf:"varint,6,opt,name=chain,proto3" json:"chain,omitempty"`
-	PrevChain     uint64 `protobuf:"varint,7,opt,name=prev_chain,json=prevChain,proto3" json:"prev_chain,omitempty"`
+	Chain     uint64 `protobuf:"varint,6,opt,name=chain,proto3" json:"chain,omitempty"`
+	PrevChain uint64 `protobuf:"varint,7,opt,name=prev_chain,json=prevChain,proto3" json:"prev_chain,omitempty"`
+	// tenant owns the session: session_search shows a tenant its own sessions only.
+	Tenant        string `protobuf:"bytes,180,opt,name=tenant,proto3" json:"tenant,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1563,6 +1565,13 @@ func (x *TranscriptEntry) GetPrevChain() uint64 {
 		return x.PrevChain
 	}
 	return 0
+}
+
+func (x *TranscriptEntry) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
 }
 
 var File_herald_v1_herald_proto protoreflect.FileDescriptor
@@ -1740,7 +1749,7 @@ const file_herald_v1_herald_proto_rawDesc = "" +
 	"durationMs\x12\x16\n" +
 	"\x06status\x18\n" +
 	" \x01(\tR\x06status\x12!\n" +
-	"\foutput_bytes\x18\v \x01(\x03R\voutputBytes\"\xdf\x01\n" +
+	"\foutput_bytes\x18\v \x01(\x03R\voutputBytes\"\xf8\x01\n" +
 	"\x0fTranscriptEntry\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x14\n" +
@@ -1751,7 +1760,8 @@ const file_herald_v1_herald_proto_rawDesc = "" +
 	"\x04turn\x18\x05 \x01(\x05R\x04turn\x12\x14\n" +
 	"\x05chain\x18\x06 \x01(\x04R\x05chain\x12\x1d\n" +
 	"\n" +
-	"prev_chain\x18\a \x01(\x04R\tprevChainB,Z*github.com/heraldrun/herald/proto/heraldpbb\x06proto3"
+	"prev_chain\x18\a \x01(\x04R\tprevChain\x12\x17\n" +
+	"\x06tenant\x18\xb4\x01 \x01(\tR\x06tenantB,Z*github.com/heraldrun/herald/proto/heraldpbb\x06proto3"
 
 var (
 	file_herald_v1_herald_proto_rawDescOnce sync.Once

@@ -57,7 +57,7 @@ func (s *Service) dispatchChild(t *txn, c PendingCall) {
 			localResult(ctx, b, st.SessionID, c.CallID, "Error: delegate_task needs a non-empty \"goal\".")
 			return
 		}
-		b.JSON(ctx, bus.TasksSubject, "child:"+task.SessionID, task)
+		b.JSON(ctx, st.taskSubject(), "child:"+task.SessionID, task)
 	})
 }
 

@@ -23,6 +23,9 @@ var errBusy = errors.New("session is busy with another task")
 // handleTask starts a turn: a new session or the next turn of an existing one.
 func (s *Service) handleTask(ctx context.Context, msg jetstream.Msg) error {
 	task, err := proto.DecodeTask(msg.Data())
+	if err == nil {
+		err = bindTenant(&task, msg.Subject())
+	}
 	if err != nil {
 		return bus.Permanent(err)
 	}
@@ -45,6 +48,9 @@ func (s *Service) startTurn(ctx context.Context, t *txn, task proto.Task, publis
 		t.noop = true // a redelivered task that already started
 		return nil
 	}
+	if err := checkBinding(t.st, task); err != nil {
+		return bus.Permanent(err)
+	}
 	if t.st != nil && t.st.active() {
 		return errBusy
 	}
@@ -55,6 +61,7 @@ func (s *Service) startTurn(ctx context.Context, t *txn, task proto.Task, publis
 	}
 	st.TaskID = task.TaskID
 	st.Tenant = firstNonEmpty(task.Tenant, st.Tenant, s.cfg.Tenant)
+	st.BoundTenant = task.BoundTenant
 	st.Model = firstNonEmpty(task.Model, st.Model, s.cfg.Model)
 	st.Pool = firstNonEmpty(task.Pool, st.Pool, s.cfg.Pool)
 	st.Workspace = firstNonEmpty(task.Workspace, st.Workspace)

@@ -65,7 +65,7 @@ func (s *Service) Start(ctx context.Context) error {
 		spec bus.ConsumerSpec
 		h    bus.Handler
 	}{
-		{bus.ConsumerSpec{Stream: bus.StreamTasks, Durable: "loop-tasks", FilterSubjects: []string{bus.TasksSubject},
+		{bus.ConsumerSpec{Stream: bus.StreamTasks, Durable: "loop-tasks", FilterSubjects: []string{bus.TasksSubject, bus.TenantTasksFilter},
 			MaxDeliver: 2000, RetryDelays: busyDelays}, s.handleTask},
 		{bus.ConsumerSpec{Stream: bus.StreamLLMResponses, Durable: "loop-llm",
 			FilterSubjects: []string{bus.LLMResponseFilter(bus.OwnerLoop)}, MaxDeliver: 50, RetryDelays: raceDelays}, s.handleModelResponse},

@@ -65,6 +65,9 @@ type State struct {
 	SessionID       string `json:"session_id"`
 	TaskID          string `json:"task_id"`
 	Tenant          string `json:"tenant"`
+	// BoundTenant is set for a session its task's subject bound to a tenant
+	// (herald.tasks.<tenant>).
+	BoundTenant string `json:"bound_tenant,omitempty"`
 	Model           string `json:"model"`
 	Pool            string `json:"pool"`
 	Workspace       string `json:"workspace,omitempty"`

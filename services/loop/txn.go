@@ -117,6 +117,7 @@ func (s *Service) advanceOnce(ctx context.Context, sid string, decide func(t *tx
 	}
 	s.tr.remember(sid, rec, t.history())
 	for _, ev := range t.events {
+		ev.BoundTenant = t.st.BoundTenant
 		if err := bus.PublishEvent(s.deps.NC, ev); err != nil {
 			s.log.Warn().Err(err).Str("session_id", sid).Msg("publishing event failed")
 		}
@@ -156,7 +157,7 @@ func (s *Service) decideOn(ctx context.Context, sid string, rec record, decide f
 // that expects them is committed.
 func (s *Service) publish(ctx context.Context, t *txn) error {
 	b := bus.NewBatch(s.deps.JS)
-	t.st.LogChain = s.tr.append(ctx, b, t.st.logID(), t.st.Turn, len(t.msgs), t.baseChain, t.appended...)
+	t.st.LogChain = s.tr.append(ctx, b, t.st.logID(), t.st.Tenant, t.st.Turn, len(t.msgs), t.baseChain, t.appended...)
 	for _, eff := range t.effects {
 		eff(ctx, b)
 	}

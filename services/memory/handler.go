@@ -132,7 +132,7 @@ func (s *Service) toolEvent(ctx context.Context, req *heraldpb.ToolCallRequest, 
 
 func (s *Service) event(req *heraldpb.ToolCallRequest, typ, st string) {
 	ev := proto.Event{Type: typ, SessionID: req.SessionId, TaskID: req.TaskId, Step: int(req.Step),
-		Tool: req.Tool, CallID: req.CallId, Status: st}
+		Tool: req.Tool, CallID: req.CallId, Status: st, BoundTenant: bus.WorkspaceTenant(req.Tenant, req.Workspace)}
 	if typ == proto.EventToolStarted {
 		ev.Args = req.Arguments
 	}

@@ -35,7 +35,9 @@ func (s *Service) runSessionSearch(ctx context.Context, req *heraldpb.ToolCallRe
 		return searchOutcome{Success: false, Error: err.Error(), Results: []Hit{}}, nil
 	}
 	s.waitIndex(ctx)
-	hits := s.index.Search(a.Query, a.Limit, req.SessionId)
+	tenant := s.tenant(req.Tenant)
+	scope := Scope{Exclude: req.SessionId, Tenant: tenant, Untagged: tenant == s.cfg.DefaultTenant}
+	hits := s.index.SearchIn(scope, a.Query, a.Limit)
 	out := searchOutcome{Success: true, Query: a.Query, Results: hits}
 	switch {
 	case len(hits) == 0 && a.Query == "":

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/heraldrun/herald/pkg/bus"
 	"github.com/heraldrun/herald/pkg/config"
 	"github.com/rs/zerolog"
 )
@@ -145,7 +146,7 @@ func (sb *Sandbox) bwrapArgs(dir string) []string {
 	a = append(a, "--bind", dir, dir)
 	// An untenanted task's workspace may be the runner's root; the tenants'
 	// workspaces under it stay out of sight.
-	if t := filepath.Join(dir, tenantsDir); isDir(t) {
+	if t := filepath.Join(dir, bus.TenantsFolder); isDir(t) {
 		a = append(a, "--tmpfs", t)
 	}
 	return append(a, "--chdir", dir, "--setenv", "HOME", "/tmp")

@@ -61,6 +61,12 @@ func TestSandboxCannotWriteOutsideTheWorkspace(t *testing.T) {
 	victim := filepath.Join("/var/tmp", fmt.Sprintf("herald-write-%d", time.Now().UnixNano()))
 	sibling := filepath.Join(h.cfg.WorkspaceRoot, "theirs")
 	require.NoError(t, os.MkdirAll(sibling, 0o755))
+	// Should the sandbox fail, what it let through is not left on the host.
+	t.Cleanup(func() {
+		for _, p := range []string{victim, "/usr/herald-planted", "/tmp/private"} {
+			_ = os.Remove(p)
+		}
+	})
 	r := h.inWorkspace(strings.Join([]string{
 		"echo x > " + victim, "echo x > ../theirs/planted", "echo x > /usr/herald-planted",
 		"mkdir -p /var/tmp && echo x > " + victim, "echo x > /tmp/private && cat /tmp/private",

@@ -2,7 +2,9 @@ package toolrunner
 
 import (
 	"errors"
+
 	"fmt"
+	"github.com/heraldrun/herald/pkg/bus"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -15,6 +17,9 @@ type workspace struct {
 	// root is absolute with every symlink evaluated, so containment checks
 	// compare real locations.
 	root string
+	// hidden, in a workspace that is the runner's root, is the tenants'
+	// folder: an unbound task's tools do not reach tenants' workspaces.
+	hidden string
 }
 
 // openWorkspace returns the folder sub under root, creating it if missing.
@@ -41,7 +46,11 @@ func openWorkspace(root, sub string) (workspace, error) {
 	if !(workspace{root: base}).contains(real) {
 		return workspace{}, fmt.Errorf("workspace %q: %w", sub, ErrOutsideWorkspace)
 	}
-	return workspace{root: real}, nil
+	w := workspace{root: real}
+	if real == base {
+		w.hidden = filepath.Join(base, bus.TenantsFolder)
+	}
+	return w, nil
 }
 
 // resolve turns a path given by the model into an absolute path inside the
@@ -63,7 +72,7 @@ func (w workspace) resolve(p string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("resolve %s: %w", p, err)
 	}
-	if !w.contains(real) {
+	if !w.contains(real) || w.isHidden(real) {
 		return "", w.outside(p)
 	}
 	return real, nil
@@ -71,6 +80,10 @@ func (w workspace) resolve(p string) (string, error) {
 
 func (w workspace) outside(p string) error {
 	return fmt.Errorf("%q: %w (%s); use a path relative to the workspace", p, ErrOutsideWorkspace, w.root)
+}
+
+func (w workspace) isHidden(abs string) bool {
+	return w.hidden != "" && (workspace{root: w.hidden}).contains(abs)
 }
 
 func (w workspace) contains(abs string) bool {
@@ -118,7 +131,3 @@ func hasDotDot(p string) bool {
 	}
 	return false
 }
-
-// tenantsDir holds, under the workspace root, the workspaces of tasks bound
-// to a tenant: <root>/tenants/<tenant>/<the task's workspace>.
-const tenantsDir = "tenants"
