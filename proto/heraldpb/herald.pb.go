@@ -340,8 +340,11 @@ type LLMRequest struct {
 	// primary (the loop asks after repeated empty responses).
 	PreferFallback bool  `protobuf:"varint,16,opt,name=prefer_fallback,json=preferFallback,proto3" json:"prefer_fallback,omitempty"`
 	Turn           int32 `protobuf:"varint,17,opt,name=turn,proto3" json:"turn,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// bound_tenant: the tenant the session is bound to (herald.tasks.<tenant>);
+	// its progress events are also published under herald.tenant.<tenant>.
+	BoundTenant   string `protobuf:"bytes,180,opt,name=bound_tenant,json=boundTenant,proto3" json:"bound_tenant,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *LLMRequest) Reset() {
@@ -491,6 +494,13 @@ func (x *LLMRequest) GetTurn() int32 {
 		return x.Turn
 	}
 	return 0
+}
+
+func (x *LLMRequest) GetBoundTenant() string {
+	if x != nil {
+		return x.BoundTenant
+	}
+	return ""
 }
 
 // LLMResponse is the gateway's answer to one LLMRequest (after retries and fallback).
@@ -1602,7 +1612,7 @@ const file_herald_v1_herald_proto_rawDesc = "" +
 	"\routput_tokens\x18\x02 \x01(\x03R\foutputTokens\x12*\n" +
 	"\x11cache_read_tokens\x18\x03 \x01(\x03R\x0fcacheReadTokens\x12,\n" +
 	"\x12cache_write_tokens\x18\x04 \x01(\x03R\x10cacheWriteTokens\x12)\n" +
-	"\x10reasoning_tokens\x18\x05 \x01(\x03R\x0freasoningTokens\"\xaf\x04\n" +
+	"\x10reasoning_tokens\x18\x05 \x01(\x03R\x0freasoningTokens\"\xd3\x04\n" +
 	"\n" +
 	"LLMRequest\x12\x1d\n" +
 	"\n" +
@@ -1625,7 +1635,8 @@ const file_herald_v1_herald_proto_rawDesc = "" +
 	"\tspent_usd\x18\x0e \x01(\x01R\bspentUsd\x12*\n" +
 	"\x11parent_session_id\x18\x0f \x01(\tR\x0fparentSessionId\x12'\n" +
 	"\x0fprefer_fallback\x18\x10 \x01(\bR\x0epreferFallback\x12\x12\n" +
-	"\x04turn\x18\x11 \x01(\x05R\x04turn\"\xa7\x04\n" +
+	"\x04turn\x18\x11 \x01(\x05R\x04turn\x12\"\n" +
+	"\fbound_tenant\x18\xb4\x01 \x01(\tR\vboundTenant\"\xa7\x04\n" +
 	"\vLLMResponse\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x1d\n" +

@@ -26,6 +26,7 @@ type progress struct {
 func (p *progress) publish(ev proto.Event) {
 	ev.SessionID, ev.TaskID = p.req.GetSessionId(), p.req.GetTaskId()
 	ev.Step, ev.RequestID, ev.Seq = int(p.req.GetStep()), p.req.GetRequestId(), p.seq
+	ev.BoundTenant = p.req.GetBoundTenant()
 	p.seq++
 	if err := bus.PublishEvent(p.s.nc, ev); err != nil {
 		p.s.log.Debug().Err(err).Str("session_id", ev.SessionID).Str("type", ev.Type).Msg("progress event not published")

@@ -153,7 +153,7 @@ func (s *Service) llmRequest(t *txn, reqID string, scaffold []scaffoldMsg, grace
 		Purpose: purpose, Step: int32(st.Step), Turn: int32(st.Turn), Model: st.Model,
 		Messages: msgs, Stream: true, ReplySubject: bus.LLMResponse(bus.OwnerLoop, st.SessionID),
 		MaxCostUsd: st.MaxCostUSD, SpentUsd: st.CostUSD, ParentSessionId: st.ParentSessionID,
-		PreferFallback: st.PreferFallback,
+		PreferFallback: st.PreferFallback, BoundTenant: st.BoundTenant,
 	}
 	if !grace {
 		req.Tools = s.wireTools(s.toolsFor(st))
