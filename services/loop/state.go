@@ -62,12 +62,12 @@ type scaffoldMsg struct {
 
 // State is the small per-session record in the herald_sessions bucket.
 type State struct {
-	SessionID       string `json:"session_id"`
-	TaskID          string `json:"task_id"`
-	Tenant          string `json:"tenant"`
+	SessionID string `json:"session_id"`
+	TaskID    string `json:"task_id"`
+	Tenant    string `json:"tenant"`
 	// BoundTenant is set for a session its task's subject bound to a tenant
 	// (herald.tasks.<tenant>).
-	BoundTenant string `json:"bound_tenant,omitempty"`
+	BoundTenant     string `json:"bound_tenant,omitempty"`
 	Model           string `json:"model"`
 	Pool            string `json:"pool"`
 	Workspace       string `json:"workspace,omitempty"`
