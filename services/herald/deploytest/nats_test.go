@@ -34,6 +34,9 @@ var natsConf = deployPath("nats", "herald.conf")
 // admin are the two users that are not services.
 var serviceUsers = []string{"loop", "gateway", "toolrunner", "compressor", "memory", "accounting"}
 
+// tenantUsers are the example users of tenants acme and globex.
+var tenantUsers = []string{"tenant_acme", "tenant_globex"}
+
 // passwordEnv names the environment variable holding user's password.
 func passwordEnv(user string) string { return strings.ToUpper(user) + "_PASSWORD" }
 
@@ -52,7 +55,7 @@ type secured struct {
 // passwords coming from the environment as they do in compose and k8s.
 func startSecured(t *testing.T) *secured {
 	t.Helper()
-	for _, u := range append([]string{"admin", "client", "sys"}, serviceUsers...) {
+	for _, u := range append(append([]string{"admin", "client", "sys"}, serviceUsers...), tenantUsers...) {
 		t.Setenv(passwordEnv(u), password(u))
 	}
 	log := &heraldtest.SyncBuffer{}
