@@ -36,7 +36,10 @@ func (s *Service) runSessionSearch(ctx context.Context, req *heraldpb.ToolCallRe
 	}
 	s.waitIndex(ctx)
 	tenant := s.tenant(req.Tenant)
-	scope := Scope{Exclude: req.SessionId, Tenant: tenant, Untagged: tenant == s.cfg.DefaultTenant}
+	// Sessions indexed before transcripts named their tenant are shown to
+	// unbound callers as before, never to a tenant-bound session.
+	bound := bus.WorkspaceTenant(req.Tenant, req.Workspace) != ""
+	scope := Scope{Exclude: req.SessionId, Tenant: tenant, Untagged: !bound}
 	hits := s.index.SearchIn(scope, a.Query, a.Limit)
 	out := searchOutcome{Success: true, Query: a.Query, Results: hits}
 	switch {
