@@ -313,6 +313,7 @@ func TestEachUserIsRefusedWhatBelongsToOthers(t *testing.T) {
 		"memory": {"herald.usage.acme", "$JS.API.STREAM.MSG.GET.SESSIONS", "$KV.herald_sessions.s1", "herald.llm.request.s1"},
 		// a client submits tasks; it cannot forge results, usage or model calls
 		"client": {"herald.usage.acme", "herald.tool.result.s1.c1", "herald.session.s1.log", "herald.session.s1.result",
+			"$JS.API.STREAM.MSG.GET.SESSIONS", "$JS.API.CONSUMER.CREATE.SESSIONS.c1.herald.session.s1.log",
 			"herald.llm.request.s1", "herald.tool.call.default.s1", "$KV.herald_sessions.s1", "$JS.API.STREAM.DELETE.TASKS"},
 	}
 	for user, subjects := range refused {
