@@ -193,3 +193,29 @@ func TestSandboxOverridesPerPool(t *testing.T) {
 	s.Pools["bad"] = config.SandboxOverride{Mode: "docker"}
 	require.ErrorContains(t, s.Validate(), "sandbox.pools.bad.mode")
 }
+
+func TestUnboundTaskAtTheRootDoesNotReachTenantsWorkspaces(t *testing.T) {
+	h := newHarness(t)
+	theirs := filepath.Join(h.cfg.WorkspaceRoot, "tenants", "acme", "plans.txt")
+	require.NoError(t, os.MkdirAll(filepath.Dir(theirs), 0o755))
+	require.NoError(t, os.WriteFile(theirs, []byte("acme-only"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(h.cfg.WorkspaceRoot, "ours.txt"), []byte("shared"), 0o644))
+
+	// The task names no workspace: its tools work at the runner's root.
+	res := h.call("read_file", map[string]any{"path": "tenants/acme/plans.txt"})
+	require.Equal(t, "denied", res.GetStatus(), res.GetContent())
+	res = h.call("write_file", map[string]any{"path": "tenants/acme/plans.txt", "content": "overwritten"})
+	require.Equal(t, "denied", res.GetStatus(), res.GetContent())
+	res = h.call("search_files", map[string]any{"pattern": "only|shared"})
+	require.Contains(t, res.GetContent(), "ours.txt")
+	require.NotContains(t, res.GetContent(), "acme-only")
+	r := terminalOf(t, h.call("terminal", map[string]any{"command": "cat tenants/acme/plans.txt; ls tenants; cat ours.txt"}))
+	require.NotContains(t, r.Output, "acme-only")
+	require.Contains(t, r.Output, "shared")
+	require.Equal(t, "acme-only", string(must(os.ReadFile(theirs))))
+
+	// The tenant's own call (workspace tenants/acme, as the loop composes it) reads it.
+	req := h.request("read_file", map[string]any{"path": "plans.txt"})
+	req.Workspace = "tenants/acme"
+	require.Contains(t, h.run(req).GetContent(), "acme-only")
+}
