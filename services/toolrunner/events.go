@@ -33,7 +33,9 @@ func (s *Service) event(req *heraldpb.ToolCallRequest, typ, status string) {
 // repeat in every session that reaches the same step, so the session id is
 // part of it. The same execution redelivered keeps its id, so the stream
 // (Nats-Msg-Id) and the sink both store it once.
-func toolEventID(req *heraldpb.ToolCallRequest) string { return req.GetSessionId() + ":" + req.GetCallId() }
+func toolEventID(req *heraldpb.ToolCallRequest) string {
+	return req.GetSessionId() + ":" + req.GetCallId()
+}
 
 // toolEvent records the execution for accounting's tool_events table.
 func (s *Service) toolEvent(ctx context.Context, req *heraldpb.ToolCallRequest, o outcome, took time.Duration) {
