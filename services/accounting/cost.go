@@ -99,6 +99,13 @@ func (s *store) queryCost(ctx context.Context, q CostQuery, now time.Time) (Cost
 	if err != nil {
 		return CostReport{}, err
 	}
+	if q.Session != "" && q.By == "session" && len(rows) > 0 {
+		// One row for the session asked about: a child's rows would
+		// otherwise be keyed by its parent.
+		one := totalOf(rows)
+		one.Key = q.Session
+		rows = []CostRow{one}
+	}
 	rep := CostReport{By: q.By, Session: q.Session, Subagents: plan.family.subagents, Tenant: q.Tenant, Rows: rows, Total: totalOf(rows)}
 	if q.Since > 0 {
 		rep.Since, rep.From = q.Since.String(), plan.from

@@ -3,6 +3,7 @@ package accounting
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -113,6 +114,15 @@ func TestParentSessionCostIncludesItsSubagentsEverywhere(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, child.Subagents)
 	require.Equal(t, uint64(5), child.Total.Calls)
+	childBySession, err := st.queryCost(ctx, CostQuery{By: "session", Session: "new-p1-c1"}, now)
+	require.NoError(t, err)
+	require.Len(t, childBySession.Rows, 1)
+	require.Equal(t, "new-p1-c1", childBySession.Rows[0].Key, "a child asked for alone is keyed by itself, not its parent")
+	require.Equal(t, child.Total, childBySession.Total)
+	parentBySession, err := st.queryCost(ctx, CostQuery{By: "session", Session: "new-p2"}, now)
+	require.NoError(t, err)
+	require.Len(t, parentBySession.Rows, 1)
+	require.Equal(t, wantByRoot(all, now, 0)["new-p2"][0], parentBySession.Rows[0].CostNanoUSD)
 
 	// The dashboard: session page and top sessions give the same figure.
 	srv := httptest.NewServer(svc.Handler())
@@ -127,6 +137,14 @@ func TestParentSessionCostIncludesItsSubagentsEverywhere(t *testing.T) {
 		bySession[s.SessionID]++
 	}
 	require.Equal(t, map[string]int{"old-p1": 5, "old-p1-c1": 5, "old-p1-c2": 5}, bySession)
+
+	page, err := http.Get(srv.URL + "/sessions/old-p1")
+	require.NoError(t, err)
+	body, err := io.ReadAll(page.Body)
+	page.Body.Close()
+	require.NoError(t, err)
+	require.Contains(t, string(body), fmt.Sprintf(`data-cost-nano-usd="%d"`, det.Total.CostNanoUSD), "the page shows the family's total")
+	require.Regexp(t, `id="subagents">Includes 2 subagent session\(s\): <span class="key">old-p1-c1</span>, <span class="key">old-p1-c2</span>`, string(body))
 
 	var ov Overview
 	require.Equal(t, http.StatusOK, getJSON(t, srv.URL+"/api/overview?range=all", &ov))
