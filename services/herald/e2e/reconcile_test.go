@@ -150,6 +150,12 @@ func TestAccountingReconcilesWithWhatTheModelReported(t *testing.T) {
 	require.Equal(t, all.reasoning, reasoning, "reasoning tokens")
 	require.Equal(t, all.costNano, cost, "cost in nano-USD")
 
+	var subagentRows, linked uint64
+	require.NoError(t, conn.QueryRow(ctx, "SELECT countIf(purpose = 'subagent'), countIf(parent_session_id != '') FROM usage_events").
+		Scan(&subagentRows, &linked))
+	require.Equal(t, uint64(2*sessions), subagentRows, "each subagent's two calls are billed as purpose subagent")
+	require.Equal(t, subagentRows, linked, "and name their parent")
+
 	var toolRows, toolIDs uint64
 	require.NoError(t, conn.QueryRow(ctx, "SELECT count(), uniqExact(event_id) FROM tool_events").Scan(&toolRows, &toolIDs))
 	require.Equal(t, uint64(3*sessions), toolRows, "one tool_events row per execution: two per parent, one per subagent")
