@@ -72,17 +72,19 @@ func TestRequestOfAFinishedStepIsNotSentAgainAfterAGatewayDies(t *testing.T) {
 		Durable: gateway.Durable, FilterSubject: bus.LLMRequest(">"), AckPolicy: jetstream.AckExplicitPolicy,
 		AckWait: 30 * time.Second, MaxDeliver: 5, MaxAckPending: 4096})
 	require.NoError(t, err)
-	var taken int
+	taken := map[uint64]bool{} // stream sequences: a nak'd message may come back first
 	require.Eventually(t, func() bool {
 		batch, err := crashed.FetchNoWait(2)
 		if err != nil {
 			return false
 		}
 		for m := range batch.Messages() {
+			meta, err := m.Metadata()
+			require.NoError(t, err)
+			taken[meta.Sequence.Stream] = true
 			require.NoError(t, m.Nak())
-			taken++
 		}
-		return taken >= 2
+		return len(taken) == 2
 	}, 10*time.Second, 10*time.Millisecond, "both requests wait in the queue")
 
 	next := startGateway(t, h)
