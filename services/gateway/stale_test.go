@@ -71,14 +71,20 @@ func TestRedeliveredRequestTheSessionMovedPastIsNotSent(t *testing.T) {
 		Durable: Durable, FilterSubject: bus.LLMRequest(">"), AckPolicy: jetstream.AckExplicitPolicy,
 		AckWait: 30 * time.Second, MaxDeliver: 5, MaxAckPending: 4096})
 	require.NoError(t, err)
-	batch, err := crashed.Fetch(len(staleCases), jetstream.FetchMaxWait(5*time.Second))
-	require.NoError(t, err)
-	taken := 0
-	for m := range batch.Messages() {
-		require.NoError(t, m.Nak())
-		taken++
-	}
-	require.Equal(t, len(staleCases), taken)
+	taken := map[uint64]bool{} // stream sequences: a nak'd message may come back first
+	require.Eventually(t, func() bool {
+		batch, err := crashed.FetchNoWait(len(staleCases))
+		if err != nil {
+			return false
+		}
+		for m := range batch.Messages() {
+			meta, err := m.Metadata()
+			require.NoError(t, err)
+			taken[meta.Sequence.Stream] = true
+			require.NoError(t, m.Nak())
+		}
+		return len(taken) == len(staleCases)
+	}, 10*time.Second, 10*time.Millisecond, "every request was taken once")
 
 	r.start()
 	require.Eventually(t, func() bool {
