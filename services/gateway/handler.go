@@ -33,8 +33,8 @@ func (s *Service) handle(ctx context.Context, msg jetstream.Msg) error {
 		if done, err := s.alreadyAnswered(ctx, req); err != nil || done {
 			return err
 		}
-		if stale, err := s.dropIfStale(ctx, req); err != nil || stale {
-			return err
+		if s.dropIfStale(ctx, req) {
+			return nil
 		}
 	}
 	callCtx, release := s.inflight.track(ctx, req.GetSessionId())

@@ -45,15 +45,23 @@ const (
 
 // staleRequests reads session records for the check.
 type staleRequests struct {
-	js   jetstream.JetStream
-	once sync.Once
-	kv   jetstream.KeyValue
-	err  error
+	js jetstream.JetStream
+	mu sync.Mutex
+	kv jetstream.KeyValue // opened on first use; a failed open is tried again
 }
 
 func (r *staleRequests) bucket(ctx context.Context) (jetstream.KeyValue, error) {
-	r.once.Do(func() { r.kv, r.err = r.js.KeyValue(ctx, bus.BucketSessions) })
-	return r.kv, r.err
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.kv != nil {
+		return r.kv, nil
+	}
+	kv, err := r.js.KeyValue(ctx, bus.BucketSessions)
+	if err != nil {
+		return nil, err
+	}
+	r.kv = kv
+	return kv, nil
 }
 
 // stale reports whether the request's session has moved past it. A session
@@ -146,13 +154,21 @@ func parseRequestPosition(id string) (position, bool) {
 
 // dropIfStale is the handler's check on a redelivered request: a request
 // its session has moved past is acked without a model call and counted.
-func (s *Service) dropIfStale(ctx context.Context, req *heraldpb.LLMRequest) (bool, error) {
+// When the record cannot be read (say, a NATS user not yet allowed to read
+// herald_sessions) the request is sent: paying for a call twice is better
+// than a session that never gets its answer.
+func (s *Service) dropIfStale(ctx context.Context, req *heraldpb.LLMRequest) bool {
 	stale, err := s.staleReqs.stale(ctx, req)
-	if err != nil || !stale {
-		return false, err
+	if err != nil {
+		s.log.Warn().Err(err).Str("session_id", req.GetSessionId()).Str("request_id", req.GetRequestId()).
+			Msg("session state unreadable; sending the redelivered LLM request unchecked")
+		return false
+	}
+	if !stale {
+		return false
 	}
 	s.counters.stale.Add(1)
 	s.log.Info().Str("session_id", req.GetSessionId()).Str("request_id", req.GetRequestId()).
 		Msg("redelivered LLM request dropped: its session has moved past it")
-	return true, nil
+	return true
 }

@@ -146,3 +146,27 @@ func TestMovedPastReadsTheLoopsRequestIDs(t *testing.T) {
 		require.Equal(t, want, v.movedPast(id), id)
 	}
 }
+
+// A gateway that cannot read session records (here the bucket is gone)
+// sends a redelivered request rather than leave its session waiting.
+func TestRedeliveredRequestIsSentWhenTheRecordCannotBeRead(t *testing.T) {
+	r := buildRig(t, scripted.Conversation(scripted.Text("fresh")))
+	ctx := context.Background()
+	require.NoError(t, r.bus.JS.DeleteKeyValue(ctx, bus.BucketSessions))
+	req := r.request("unread", "hello")
+	req.RequestId = "unread:1:1:0"
+	r.publish(req)
+	crashed, err := r.bus.JS.CreateOrUpdateConsumer(ctx, bus.StreamLLMRequests, jetstream.ConsumerConfig{
+		Durable: Durable, FilterSubject: bus.LLMRequest(">"), AckPolicy: jetstream.AckExplicitPolicy,
+		AckWait: 30 * time.Second, MaxDeliver: 5, MaxAckPending: 4096})
+	require.NoError(t, err)
+	batch, err := crashed.Fetch(1, jetstream.FetchMaxWait(5*time.Second))
+	require.NoError(t, err)
+	for m := range batch.Messages() {
+		require.NoError(t, m.Nak())
+	}
+	r.start()
+	require.Equal(t, "fresh", r.awaitResponse(req, 10*time.Second).GetMessage().GetContent())
+	require.Equal(t, 1, r.model.Calls())
+	require.Zero(t, r.svc.Stats().Stale)
+}
