@@ -24,7 +24,6 @@ import (
 // sessionView is the part of the loop's session record (KV herald_sessions,
 // written by services/loop/state.go) that says where a session is.
 type sessionView struct {
-	Status           string       `json:"status"`
 	Turn             int          `json:"turn"`
 	Step             int          `json:"step"`
 	Attempt          int          `json:"attempt"`

@@ -134,7 +134,7 @@ func TestFirstDeliveryIsSentWhateverTheRecordSays(t *testing.T) {
 }
 
 func TestMovedPastReadsTheLoopsRequestIDs(t *testing.T) {
-	v := sessionView{Status: "thinking", Turn: 2, Step: 3, Attempt: 1, CompressAttempts: 2,
+	v := sessionView{Turn: 2, Step: 3, Attempt: 1, CompressAttempts: 2,
 		Pending: &pendingView{Kind: pendingLLM, RequestID: "s:2:3:1"}}
 	for id, want := range map[string]bool{
 		"s:2:3:1": false, "s:2:3:2": false, "s:2:4:0": false, "s:3:1:0": false, // current or ahead
