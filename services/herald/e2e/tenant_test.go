@@ -167,3 +167,28 @@ func TestTenantsMemoryAndSessionSearchAreTheirOwn(t *testing.T) {
 	require.Len(t, found, 1)
 	require.Contains(t, found[0], acme.SessionID)
 }
+
+func TestSubagentOfATenantSessionStaysInTheTenant(t *testing.T) {
+	h := Start(t, func(r *scripted.Request) scripted.Reply {
+		switch {
+		case strings.HasPrefix(r.FirstUser(), "acme: delegate"):
+			if r.AssistantCount() == 0 {
+				return scripted.Tool("delegate_task", `{"goal":"child: write the report"}`)
+			}
+			return scripted.Text("the child wrote it")
+		case strings.HasPrefix(r.FirstUser(), "child: write the report") && r.AssistantCount() == 0:
+			return scripted.Tool("write_file", `{"path":"report.txt","content":"by the child"}`)
+		}
+		return scripted.Text("written")
+	})
+	task := NewTask("acme: delegate the report")
+	task.Workspace = "proj"
+	h.submitOn(bus.TenantTasks("acme"), task)
+	res := h.WaitResult(task, 60*time.Second)
+	require.Equal(t, proto.ExitTextResponse, res.ExitReason, res.FinalResponse)
+	report, err := os.ReadFile(filepath.Join(h.Workspace, "tenants", "acme", "proj", "report.txt"))
+	require.NoError(t, err, "the child worked in its parent's tenant workspace")
+	require.Equal(t, "by the child", string(report))
+	require.NoFileExists(t, filepath.Join(h.Workspace, "proj", "report.txt"))
+	require.Empty(t, heraldtest.DeadLetters(t, h.JS, bus.StreamTasks), "the child's task was accepted on the tenant's subject")
+}
