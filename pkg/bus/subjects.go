@@ -48,6 +48,32 @@ func TenantSessionResult(tenant, sid string) string {
 	return tenantPrefix + tenant + ".session." + sid + ".result"
 }
 
+// TenantSessionInterrupt and TenantSessionInput are a tenant's own ways to
+// stop its session's turn and answer its questions; the loop and the tool
+// runner act on them only for a session bound to that tenant.
+func TenantSessionInterrupt(tenant, sid string) string {
+	return tenantPrefix + tenant + ".session." + sid + ".interrupt"
+}
+func TenantSessionInput(tenant, sid string) string {
+	return tenantPrefix + tenant + ".session." + sid + ".input"
+}
+
+// InterruptFilters are the subjects of every interrupt, a tenant's included.
+var InterruptFilters = []string{"herald.session.*.interrupt", tenantPrefix + "*.session.*.interrupt"}
+
+// InterruptedSession reads an interrupt's subject: the session and, for a
+// tenant's interrupt, the tenant it claims the session for.
+func InterruptedSession(subject string) (sid, tenant string, ok bool) {
+	p := strings.Split(subject, ".")
+	switch {
+	case len(p) == 4 && p[0] == "herald" && p[1] == "session" && p[3] == "interrupt":
+		return p[2], "", proto.IsToken(p[2])
+	case len(p) == 6 && p[0] == "herald" && p[1] == "tenant" && p[3] == "session" && p[5] == "interrupt":
+		return p[4], p[2], proto.IsToken(p[4]) && proto.IsToken(p[2])
+	}
+	return "", "", false
+}
+
 // TaskTenant is the tenant a task subject binds its task to; ok is false
 // for herald.tasks, whose tasks name their tenant in the body.
 func TaskTenant(subject string) (tenant string, ok bool) {

@@ -310,15 +310,18 @@ func (p *Pending) callIndex(callID string) int {
 
 // handleInterrupt ends the session's current turn.
 func (s *Service) handleInterrupt(ctx context.Context, msg jetstream.Msg) error {
-	parts := strings.Split(msg.Subject(), ".")
-	if len(parts) != 4 || !proto.IsToken(parts[2]) {
+	sid, tenant, ok := bus.InterruptedSession(msg.Subject())
+	if !ok {
 		return bus.Permanent(fmt.Errorf("interrupt on unexpected subject %q", msg.Subject()))
 	}
 	meta, err := msg.Metadata()
 	if err != nil {
 		return err
 	}
-	return s.advance(ctx, parts[2], func(t *txn) error {
+	return s.advance(ctx, sid, func(t *txn) error {
+		if tenant != "" && (t.st == nil || t.st.BoundTenant != tenant) {
+			return bus.Permanent(fmt.Errorf("interrupt from tenant %q for session %s, which is not bound to it", tenant, sid))
+		}
 		if t.st == nil || !t.st.active() || meta.Timestamp.UnixMilli() < t.st.TurnStartedMs {
 			t.noop = true
 			return nil

@@ -74,7 +74,7 @@ func (s *Service) Start(ctx context.Context) error {
 		{bus.ConsumerSpec{Stream: bus.StreamCompressResults, Durable: "loop-compress",
 			FilterSubjects: []string{"herald.compress.result.>"}, MaxDeliver: 50, RetryDelays: raceDelays}, s.handleCompressResult},
 		{bus.ConsumerSpec{Stream: bus.StreamControl, Durable: "loop-control",
-			FilterSubjects: []string{"herald.session.*.interrupt"}, DeliverNew: true}, s.handleInterrupt},
+			FilterSubjects: bus.InterruptFilters, DeliverNew: true}, s.handleInterrupt},
 	}
 	for _, sp := range specs {
 		sp.spec.Concurrency = s.cfg.Concurrency

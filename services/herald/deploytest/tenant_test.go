@@ -97,9 +97,11 @@ func TestTenantsAreConfinedToTheirOwnSessions(t *testing.T) {
 		FilterSubjects: []string{bus.TenantSessionEvents("acme", "s-acme")}})
 	require.Error(t, err, "globex replays acme's events")
 	globex.requireDeniedWith("$JS.API.CONSUMER.CREATE.EVENTS.", ".herald.tenant.acme.session.s-acme.events")
-	// ... nor read them by subject, nor publish as acme or as nobody's tenant.
+	// ... nor read them by subject, nor publish as acme (tasks, interrupts,
+	// answers) or as nobody's tenant.
 	for _, subj := range []string{"$JS.API.STREAM.MSG.GET.SESSIONS", bus.TenantTasks("acme"), bus.TasksSubject,
-		bus.SessionInterrupt("s-acme"), "herald.tenant.acme.session.s-acme.result"} {
+		bus.SessionInterrupt("s-acme"), bus.TenantSessionInterrupt("acme", "s-acme"), bus.TenantSessionInput("acme", "s-acme"),
+		"herald.tenant.acme.session.s-acme.result"} {
 		require.NoError(t, globex.nc.Publish(subj, []byte(`{"prompt":"as acme","tenant":"acme"}`)))
 		globex.requireDenied("publish", subj)
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/heraldrun/herald/pkg/bus"
+	"github.com/heraldrun/herald/pkg/config"
 	"github.com/heraldrun/herald/pkg/heraldtest"
 	"github.com/heraldrun/herald/pkg/scripted"
 	"github.com/heraldrun/herald/proto"
@@ -191,4 +192,64 @@ func TestSubagentOfATenantSessionStaysInTheTenant(t *testing.T) {
 	require.Equal(t, "by the child", string(report))
 	require.NoFileExists(t, filepath.Join(h.Workspace, "proj", "report.txt"))
 	require.Empty(t, heraldtest.DeadLetters(t, h.JS, bus.StreamTasks), "the child's task was accepted on the tenant's subject")
+}
+
+func TestTenantInterruptsAndAnswersOnlyItsOwnSessions(t *testing.T) {
+	h := Start(t, byPrompt(map[string]scripted.Script{
+		"acme: ask":  scripted.Conversation(scripted.Tool("clarify", `{"question":"Which region?"}`), scripted.Text("ok")),
+		"acme: wait": scripted.Conversation(scripted.Tool("terminal", `{"command":"sleep 2; echo slept"}`), scripted.Text("woke up")),
+		"acme: long": scripted.Conversation(scripted.Tool("terminal", `{"command":"sleep 30"}`), scripted.Text("never")),
+	}), withConfig(func(c *config.Config) { c.Approvals.Mode = "off"; c.Approvals.Timeout = 20 * time.Second }))
+	questions := make(chan *nats.Msg, 16)
+	sub, err := h.NC.ChanSubscribe("herald.tenant.acme.session.*.events", questions)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+
+	// acme answers its own session's question on its own subject; globex's
+	// answer to the same question, on globex's subject, is not heard.
+	ask := NewTask("acme: ask me")
+	h.submitOn(bus.TenantTasks("acme"), ask)
+	var q proto.Event
+	require.Eventually(t, func() bool {
+		select {
+		case m := <-questions:
+			return json.Unmarshal(m.Data, &q) == nil && q.Type == proto.EventClarify
+		default:
+			return false
+		}
+	}, 10*time.Second, 10*time.Millisecond)
+	for tenant, answer := range map[string]string{"globex": "globex-region", "acme": "eu-west"} {
+		data, _ := json.Marshal(proto.Input{RequestID: q.RequestID, CallID: q.CallID, Answer: answer})
+		require.NoError(t, h.NC.Publish(bus.TenantSessionInput(tenant, ask.SessionID), data))
+		require.NoError(t, h.NC.Flush())
+	}
+	require.Equal(t, proto.ExitTextResponse, h.WaitResult(ask, 30*time.Second).ExitReason)
+	answered := toolContents(h.Transcript(ask.SessionID))
+	require.Len(t, answered, 1)
+	require.Contains(t, answered[0], "eu-west")
+	require.NotContains(t, answered[0], "globex-region")
+
+	// globex's interrupt of acme's session is dead-lettered; the turn goes on.
+	wait := NewTask("acme: wait a little")
+	h.submitOn(bus.TenantTasks("acme"), wait)
+	require.Eventually(t, func() bool { return len(h.EventsOfType(wait.SessionID, proto.EventToolStarted)) > 0 }, 10*time.Second, 5*time.Millisecond)
+	require.NoError(t, h.NC.Publish(bus.TenantSessionInterrupt("globex", wait.SessionID), []byte(`{}`)))
+	require.Equal(t, proto.ExitTextResponse, h.WaitResult(wait, 30*time.Second).ExitReason, "a forged interrupt stopped acme's turn")
+	require.Eventually(t, func() bool {
+		for _, m := range heraldtest.DeadLetters(t, h.JS, bus.StreamControl) {
+			if strings.Contains(m.Header.Get(bus.HeaderError), "not bound to it") {
+				return m.Header.Get(bus.HeaderSubject) == bus.TenantSessionInterrupt("globex", wait.SessionID)
+			}
+		}
+		return false
+	}, 10*time.Second, 20*time.Millisecond)
+
+	// acme's own interrupt stops its turn at once.
+	long := NewTask("acme: long job")
+	h.submitOn(bus.TenantTasks("acme"), long)
+	require.Eventually(t, func() bool { return len(h.EventsOfType(long.SessionID, proto.EventToolStarted)) > 0 }, 10*time.Second, 5*time.Millisecond)
+	start := time.Now()
+	require.NoError(t, h.NC.Publish(bus.TenantSessionInterrupt("acme", long.SessionID), []byte(`{}`)))
+	require.Equal(t, proto.ExitInterrupted, h.WaitResult(long, 5*time.Second).ExitReason)
+	require.Less(t, time.Since(start), time.Second)
 }
