@@ -160,6 +160,7 @@ func (l *cgroupLimits) limit(d string) error {
 // briefly for the killed processes to be reaped.
 func killCgroup(d string) {
 	deadline := time.Now().Add(2 * time.Second)
+	pause := 100 * time.Microsecond
 	for {
 		for _, pid := range cgroupPIDs(d) {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
@@ -168,7 +169,8 @@ func killCgroup(d string) {
 		if err == nil || errors.Is(err, os.ErrNotExist) || time.Now().After(deadline) {
 			return
 		}
-		time.Sleep(10 * time.Millisecond)
+		time.Sleep(pause)
+		pause = min(2*pause, 20*time.Millisecond)
 	}
 }
 
