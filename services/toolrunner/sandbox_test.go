@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -218,4 +220,21 @@ func TestUnboundTaskAtTheRootDoesNotReachTenantsWorkspaces(t *testing.T) {
 	req := h.request("read_file", map[string]any{"path": "plans.txt"})
 	req.Workspace = "tenants/acme"
 	require.Contains(t, h.run(req).GetContent(), "acme-only")
+}
+
+func TestSandboxHandsExtraFilesToTheCommand(t *testing.T) {
+	// execute_code talks to its program over inherited pipes: they must
+	// reach the command through bwrap.
+	h := newHarness(t)
+	r, w, err := os.Pipe()
+	require.NoError(t, err)
+	defer r.Close()
+	out, code, err := h.svc.runCommand(context.Background(), h.cfg.WorkspaceRoot, "echo through-fd-3 >&3", nil, 10*time.Second, 1024,
+		func(cmd *exec.Cmd) { cmd.ExtraFiles = []*os.File{w} })
+	require.NoError(t, err)
+	require.Equal(t, 0, code, out)
+	require.NoError(t, w.Close())
+	got, err := io.ReadAll(r)
+	require.NoError(t, err)
+	require.Equal(t, "through-fd-3\n", string(got))
 }

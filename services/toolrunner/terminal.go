@@ -66,8 +66,9 @@ func (s *Service) terminalTimeout(c *call, asked *int) time.Duration {
 // everything the command started, not just the shell. It returns the
 // combined output, the exit code (-1 when killed) and
 // context.DeadlineExceeded on a timeout. Every command a tool runs goes
-// through here.
-func (s *Service) runCommand(parent context.Context, dir, command string, env []string, timeout time.Duration, keep int) (string, int, error) {
+// through here; opts adjust the process before it starts (extra files are
+// handed on into the sandbox).
+func (s *Service) runCommand(parent context.Context, dir, command string, env []string, timeout time.Duration, keep int, opts ...func(*exec.Cmd)) (string, int, error) {
 	ctx, cancel := context.WithTimeout(parent, timeout)
 	defer cancel()
 	script := command
@@ -88,6 +89,9 @@ func (s *Service) runCommand(parent context.Context, dir, command string, env []
 	cmd.WaitDelay = 2 * time.Second
 	buf := newHeadTailBuffer(keep)
 	cmd.Stdout, cmd.Stderr = buf, buf
+	for _, o := range opts {
+		o(cmd)
+	}
 	err = cmd.Run()
 	// The shell may exit while a background child lives on in the group.
 	if cmd.Process != nil {
