@@ -47,7 +47,7 @@ func removeStaleCgroups() {
 			if n, err := strconv.Atoi(pid); err != nil || syscall.Kill(n, 0) == nil {
 				continue
 			}
-			leaves, _ := filepath.Glob(filepath.Join(d, "c*"))
+			leaves, _ := filepath.Glob(filepath.Join(d, "c[0-9]*"))
 			for _, leaf := range leaves {
 				killCgroup(leaf)
 			}

@@ -124,7 +124,7 @@ func TestSandboxSeesNoHostProcess(t *testing.T) {
 
 func TestSandboxEndsEveryProcessWithTheCall(t *testing.T) {
 	h := newHarness(t)
-	r := h.inWorkspace(heartbeat("beat") + "setsid sh -c 'while :; do echo $RANDOM > beat2; sleep 0.02; done' & disown -a; nohup sleep 1000 & until [ -e beat ] && [ -e beat2 ]; do sleep 0.01; done; echo left")
+	r := h.inWorkspace(heartbeat("beat") + "setsid sh -c 'while :; do echo $RANDOM > beat2; sleep 0.02; done' & disown -a; nohup sleep 1000 & until [ -e beat2 ]; do sleep 0.01; done; echo left")
 	require.Equal(t, "left\n", r.Output)
 	ws := filepath.Join(h.cfg.WorkspaceRoot, "mine")
 	requireHeartbeatStops(t, filepath.Join(ws, "beat"), "a background loop outlived the call")

@@ -38,10 +38,11 @@ func TestTerminalTimeoutKillsTheProcessGroup(t *testing.T) {
 }
 
 // heartbeat is a shell fragment starting a background loop that rewrites
-// file (in the workspace) every 20 ms for as long as it lives: proof of life
-// that, unlike a pid, means the same inside a PID namespace and out.
+// file (in the workspace) every 20 ms for as long as it lives, and waiting
+// until it has written once: proof of life that, unlike a pid, means the
+// same inside a PID namespace and out.
 func heartbeat(file string) string {
-	return fmt.Sprintf("(while :; do echo $RANDOM > %s; sleep 0.02; done) & ", file)
+	return fmt.Sprintf("(while :; do echo $RANDOM > %[1]s; sleep 0.02; done) & until [ -e %[1]s ]; do sleep 0.01; done; ", file)
 }
 
 // requireHeartbeatStops waits until the heartbeat at path has been written
