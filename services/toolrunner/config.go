@@ -9,6 +9,7 @@ import (
 
 	"github.com/heraldrun/herald/pkg/bus"
 	"github.com/heraldrun/herald/pkg/config"
+	"github.com/heraldrun/herald/pkg/hooks"
 	"github.com/heraldrun/herald/proto"
 )
 
@@ -57,6 +58,20 @@ type Config struct {
 	MCPServers map[string]config.MCPServer
 	// SearchMaxResults caps the matches search_files returns.
 	SearchMaxResults int
+	// Hooks is how pre_tool_call is asked.
+	Hooks hooks.Config
+	// Code limits execute_code programs.
+	Code CodeLimits
+}
+
+// CodeLimits bound one execute_code program.
+type CodeLimits struct {
+	// Timeout stops the program.
+	Timeout time.Duration
+	// MaxToolCalls a program may make; the next raises ToolError.
+	MaxToolCalls int
+	// MaxOutputChars of output in the result, truncation marker included.
+	MaxOutputChars int
 }
 
 // DefaultConfig returns the defaults of BEHAVIOURS.md.
@@ -78,6 +93,8 @@ func DefaultConfig() Config {
 		AckWait:            30 * time.Second,
 		MaxDeliver:         5,
 		SearchMaxResults:   200,
+		Hooks:              hooks.Config{Timeout: hooks.DefaultTimeout},
+		Code:               CodeLimits{Timeout: 300 * time.Second, MaxToolCalls: 50, MaxOutputChars: 50000},
 	}
 }
 
@@ -104,6 +121,12 @@ func ConfigFrom(c config.Config) Config {
 		cfg.ApprovalTimeout = c.Approvals.Timeout
 	}
 	cfg.MCPServers = c.MCPServers
+	cfg.Hooks = hooks.ConfigFrom(c)
+	if c.CodeExecution.Timeout > 0 {
+		cfg.Code.Timeout = time.Duration(c.CodeExecution.Timeout) * time.Second
+	}
+	set(&cfg.Code.MaxToolCalls, c.CodeExecution.MaxToolCalls)
+	set(&cfg.Code.MaxOutputChars, c.CodeExecution.MaxOutputChars)
 	return cfg
 }
 
@@ -157,5 +180,14 @@ func (c *Config) fill() {
 	}
 	if c.SearchMaxResults <= 0 {
 		c.SearchMaxResults = d.SearchMaxResults
+	}
+	if c.Code.Timeout <= 0 {
+		c.Code.Timeout = d.Code.Timeout
+	}
+	if c.Code.MaxToolCalls <= 0 {
+		c.Code.MaxToolCalls = d.Code.MaxToolCalls
+	}
+	if c.Code.MaxOutputChars <= 0 {
+		c.Code.MaxOutputChars = d.Code.MaxOutputChars
 	}
 }

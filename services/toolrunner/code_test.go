@@ -1,0 +1,199 @@
+package toolrunner
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"github.com/heraldrun/herald/pkg/bus"
+	"github.com/heraldrun/herald/proto"
+	"github.com/heraldrun/herald/proto/heraldpb"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/require"
+)
+
+func (h *harness) code(program string) *heraldpb.ToolResult {
+	h.t.Helper()
+	return h.call("execute_code", map[string]any{"code": program})
+}
+
+// storedToolEvents reads every tool event stored so far.
+func storedToolEvents(t *testing.T, js jetstream.JetStream) []*heraldpb.ToolEvent {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	s, err := js.Stream(ctx, bus.StreamToolEvents)
+	require.NoError(t, err)
+	info, err := s.Info(ctx)
+	require.NoError(t, err)
+	var out []*heraldpb.ToolEvent
+	for seq := info.State.FirstSeq; seq <= info.State.LastSeq && info.State.Msgs > 0; seq++ {
+		m, err := s.GetMsg(ctx, seq)
+		if err != nil {
+			continue
+		}
+		ev := &heraldpb.ToolEvent{}
+		require.NoError(t, bus.Decode(m.Data, ev))
+		out = append(out, ev)
+	}
+	return out
+}
+
+func innerResult(t *testing.T, h *harness, parent *heraldpb.ToolCallRequest, n string) *heraldpb.ToolResult {
+	t.Helper()
+	return lastResult(t, h.bus.JS, &heraldpb.ToolCallRequest{SessionId: parent.GetSessionId(), CallId: parent.GetCallId() + "-code" + n})
+}
+
+func TestExecuteCodeMakesRealToolCallsAndReturnsWhatItPrints(t *testing.T) {
+	h := newHarness(t)
+	events := h.events()
+	req := h.request("execute_code", map[string]any{"code": `
+from herald_tools import terminal, read_file, write_file, patch, search_files
+import json
+for i in range(3):
+    write_file(path=f"notes/{i}.txt", content=f"note {i}\n")
+patch(path="notes/1.txt", old_string="note 1", new_string="NOTE ONE")
+print(read_file(path="notes/1.txt"))
+print(search_files(pattern="NOTE", path="notes"))
+out = json.loads(terminal(command="ls notes | wc -l"))
+print("files:", out["output"].strip(), "exit", out["exit_code"])
+`})
+	res := h.run(req)
+	require.Equal(t, "ok", res.GetStatus(), res.GetContent())
+	require.Contains(t, res.GetContent(), "NOTE ONE")
+	require.Contains(t, res.GetContent(), "notes/1.txt")
+	require.Contains(t, res.GetContent(), "files: 3 exit 0")
+	require.Equal(t, "note 0\n", string(must(os.ReadFile(filepath.Join(h.cfg.WorkspaceRoot, "notes/0.txt")))))
+
+	// Every call the program made is a call of the session, with its own
+	// stored result, progress events and tool_events row.
+	for n, tool := range map[string]string{"1": "write_file", "4": "patch", "5": "read_file", "7": "terminal"} {
+		r := innerResult(t, h, req, n)
+		require.NotNil(t, r, "no stored result for inner call %s", n)
+		require.Equal(t, tool, r.GetTool())
+		require.Equal(t, h.sid, r.GetSessionId())
+	}
+	seen := map[string]bool{}
+	for len(seen) < 8 {
+		ev := waitEvent(t, events, proto.EventToolFinished)
+		seen[ev.CallID] = true
+	}
+	require.True(t, seen[req.GetCallId()+"-code7"])
+	require.Eventually(t, func() bool {
+		byCall := map[string]*heraldpb.ToolEvent{}
+		for _, ev := range storedToolEvents(t, h.bus.JS) {
+			byCall[ev.GetCallId()] = ev
+		}
+		inner := byCall[req.GetCallId()+"-code7"]
+		return len(byCall) == 8 && inner != nil && inner.GetTool() == "terminal" && inner.GetSessionId() == h.sid && inner.GetTenant() == "acme"
+	}, 5*time.Second, 20*time.Millisecond, "one tool_events row per call, the program's and each of its seven")
+}
+
+func TestExecuteCodeToolErrorCanBeCaught(t *testing.T) {
+	h := newHarness(t)
+	res := h.code(`
+import herald_tools
+try:
+    herald_tools.read_file(path="../../etc/passwd")
+except herald_tools.ToolError as e:
+    print("caught:", e)
+`)
+	require.Equal(t, "ok", res.GetStatus(), res.GetContent())
+	require.Contains(t, res.GetContent(), "caught: refused")
+	require.Contains(t, res.GetContent(), "outside the workspace")
+}
+
+func TestExecuteCodeReturnsPythonsMessageForBrokenPrograms(t *testing.T) {
+	h := newHarness(t)
+	res := h.code("print('before')\ndef broken(:\n    pass\n")
+	require.Equal(t, "error", res.GetStatus())
+	require.Contains(t, res.GetContent(), "SyntaxError")
+	require.Contains(t, res.GetContent(), `File "<execute_code>", line 2`)
+	require.NotContains(t, res.GetContent(), "before", "a program that does not compile does not run")
+
+	res = h.code("print('half way')\nx = {}\nprint(x['missing'])\n")
+	require.Equal(t, "error", res.GetStatus())
+	require.Contains(t, res.GetContent(), "half way")
+	require.Contains(t, res.GetContent(), "KeyError: 'missing'")
+	require.Contains(t, res.GetContent(), `File "<execute_code>", line 3`)
+	require.Contains(t, res.GetContent(), "print(x['missing'])", "the traceback shows the program's own line")
+	require.NotContains(t, res.GetContent(), "_main", "the bootstrap's frames are not the model's concern")
+	require.Contains(t, res.GetContent(), "exited with status 1")
+
+	// Broken programs are the model's to fix: they never trip the breaker.
+	for range 3 {
+		require.Equal(t, "error", h.code("raise ValueError('again')").GetStatus())
+	}
+	require.Equal(t, "ok", h.code("print('fine')").GetStatus())
+}
+
+func TestExecuteCodeStopsAtTheToolCallLimit(t *testing.T) {
+	h := newHarness(t)
+	require.Equal(t, 50, h.cfg.Code.MaxToolCalls)
+	res := h.code(`
+from herald_tools import write_file, ToolError
+done = 0
+try:
+    for i in range(60):
+        write_file(path=f"f{i}.txt", content="x")
+        done += 1
+except ToolError as e:
+    print("stopped after", done, "-", e)
+`)
+	require.Equal(t, "ok", res.GetStatus(), res.GetContent())
+	require.Contains(t, res.GetContent(), "stopped after 50 - execute_code allows at most 50 tool calls per program (code_execution.max_tool_calls)")
+	require.FileExists(t, filepath.Join(h.cfg.WorkspaceRoot, "f49.txt"))
+	require.NoFileExists(t, filepath.Join(h.cfg.WorkspaceRoot, "f50.txt"))
+}
+
+func TestExecuteCodeIsStoppedAtItsTimeout(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.Code.Timeout = time.Second })
+	start := time.Now()
+	res := h.code("import time\nprint('started', flush=True)\ntime.sleep(60)\nprint('never')\n")
+	require.Less(t, time.Since(start), 20*time.Second)
+	require.Equal(t, "timeout", res.GetStatus())
+	require.Contains(t, res.GetContent(), "started")
+	require.Contains(t, res.GetContent(), "stopped the program after 1s")
+	require.NotContains(t, res.GetContent(), "never")
+}
+
+func TestExecuteCodeOutputIsCappedWithHeadAndTail(t *testing.T) {
+	h := newHarness(t)
+	res := h.code("print('HEAD'); print('x' * 200000); print('TAIL')\n")
+	require.Equal(t, "ok", res.GetStatus())
+	require.LessOrEqual(t, utf8.RuneCountInString(res.GetContent()), 50000, "the cap counts the marker")
+	require.Greater(t, utf8.RuneCountInString(res.GetContent()), 49000)
+	require.True(t, strings.HasPrefix(res.GetContent(), "HEAD\n"))
+	require.True(t, strings.HasSuffix(strings.TrimSpace(res.GetContent()), "TAIL"))
+	require.Contains(t, res.GetContent(), "characters truncated")
+}
+
+func TestExecuteCodeOffersOnlyTheFiveTools(t *testing.T) {
+	h := newHarness(t)
+	res := h.code(`
+import herald_tools
+try:
+    herald_tools._call("clarify", question="may I?")
+except herald_tools.ToolError as e:
+    print(e)
+`)
+	require.Contains(t, res.GetContent(), `"clarify" cannot be called from execute_code`)
+}
+
+func TestTruncateWithinNeverExceedsItsLimit(t *testing.T) {
+	for _, n := range []int{10, 999, 50001, 123456} {
+		s := strings.Repeat("é", n)
+		for _, max := range []int{200, 1000, 50000} {
+			out := truncateWithin(s, max)
+			require.LessOrEqual(t, utf8.RuneCountInString(out), max)
+			if n <= max {
+				require.Equal(t, s, out)
+			}
+		}
+	}
+}
+
