@@ -196,4 +196,3 @@ func TestTruncateWithinNeverExceedsItsLimit(t *testing.T) {
 		}
 	}
 }
-
