@@ -148,4 +148,3 @@ func TestBadOrSlowPolicyRepliesCountAsNoReply(t *testing.T) {
 	require.Equal(t, 1, strings.Count(logs.String(), "ignoring a hook reply"), logs.String())
 	require.Equal(t, "slow", string(must(os.ReadFile(filepath.Join(h.cfg.WorkspaceRoot, "f.txt")))))
 }
-
