@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/heraldrun/herald/pkg/bus"
+	"github.com/heraldrun/herald/pkg/hooks"
 	"github.com/heraldrun/herald/pkg/config"
 	"github.com/heraldrun/herald/pkg/service"
 	"github.com/nats-io/nats.go"
@@ -31,6 +32,7 @@ type Service struct {
 	inflight  *inflight
 	health    *health
 	spend     *tenantSpend
+	hooks     *hooks.Client
 	counters  counters
 
 	mu       sync.Mutex
@@ -62,6 +64,7 @@ func New(cfg Config, deps service.Deps) (*Service, error) {
 		s.clients = append(s.clients, newModelClient(ep, hc))
 	}
 	s.spend = newTenantSpend(deps.JS, cfg.TenantBudgetsUSD)
+	s.hooks = hooks.New(deps.NC, hooks.Config{}, s.log)
 	return s, nil
 }
 
