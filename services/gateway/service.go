@@ -8,8 +8,8 @@ import (
 	"sync"
 
 	"github.com/heraldrun/herald/pkg/bus"
-	"github.com/heraldrun/herald/pkg/hooks"
 	"github.com/heraldrun/herald/pkg/config"
+	"github.com/heraldrun/herald/pkg/hooks"
 	"github.com/heraldrun/herald/pkg/service"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"

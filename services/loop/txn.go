@@ -26,7 +26,7 @@ type txn struct {
 	events   []proto.Event
 	// committed run once the transition's state is committed.
 	committed []func()
-	noop     bool
+	noop      bool
 	// inHand is the tool result this transition was handed; completing a
 	// step reads it from here instead of from the stream.
 	inHand *heraldpb.ToolResult
