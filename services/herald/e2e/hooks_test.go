@@ -218,3 +218,20 @@ func TestExecuteCodeStepGivesItsIterationBack(t *testing.T) {
 	other := taskWith("do it by hand", 2)
 	require.Equal(t, proto.ExitMaxIterations, h.Run(other).ExitReason)
 }
+
+func TestPreToolCallCoversTheMemoryServicesTools(t *testing.T) {
+	h := Start(t, scripted.Conversation(
+		scripted.Tool("memory", `{"action":"add","target":"user","content":"likes tabs"}`),
+		scripted.Text("noted")))
+	p := listen(t, h, bus.HookPreToolCall(), func(req map[string]any) []byte {
+		return []byte(`{"allow": false, "reason": "memory is read-only for this tenant"}`)
+	})
+	task := NewTask("remember that I like tabs")
+	require.Equal(t, proto.ExitTextResponse, h.Run(task).ExitReason)
+	require.Equal(t, "memory", p.got()[0]["tool"])
+	require.Equal(t, "memory is read-only for this tenant", h.RequestsOf(task.Prompt)[1].LastMessage().Text())
+	require.Eventually(t, func() bool {
+		finished := h.EventsOfType(task.SessionID, proto.EventToolFinished)
+		return len(finished) == 1 && finished[0].Status == "denied"
+	}, 5*time.Second, 10*time.Millisecond)
+}
