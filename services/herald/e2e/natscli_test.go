@@ -55,6 +55,11 @@ func TestNatsCLIPluginAnswersPreToolCall(t *testing.T) {
 		func(_ *config.Config, o *app.Options) { o.Listen = "127.0.0.1:0" })
 	script, err := filepath.Abs(filepath.Join("testdata", "no-curl.sh"))
 	require.NoError(t, err)
+	readme, err := os.ReadFile(filepath.Join("..", "..", "..", "README.md"))
+	require.NoError(t, err)
+	body, err := os.ReadFile(script)
+	require.NoError(t, err)
+	require.Contains(t, string(readme), string(body), "the README shows the plugin this test runs")
 	plugin := exec.Command(cli, "--server", h.App.Server.ClientURL(), "reply", bus.HookPreToolCall(), "--command", script)
 	plugin.Stdout, plugin.Stderr = os.Stderr, os.Stderr
 	require.NoError(t, plugin.Start())
