@@ -3,6 +3,7 @@ package loop
 import (
 	"context"
 
+	"github.com/heraldrun/herald/pkg/bus"
 	"github.com/heraldrun/herald/pkg/hooks"
 	"github.com/heraldrun/herald/proto"
 	"github.com/heraldrun/herald/proto/heraldpb"
@@ -52,4 +53,19 @@ func turnUserMessage(msgs []*heraldpb.ChatMessage) int {
 		}
 	}
 	return -1
+}
+
+// policyRefusesChild asks pre_tool_call about a delegate_task call, the one
+// tool the loop runs itself. It is asked as the child is about to be
+// started (an effect, so once per dispatch, not per speculative decision).
+func (s *Service) policyRefusesChild(ctx context.Context, st *State, c PendingCall) (bool, string) {
+	d := s.hooks.MayCallTool(ctx, hooks.ToolCall{SessionID: st.SessionID, TaskID: st.TaskID, Tenant: st.Tenant,
+		CallID: c.CallID, Tool: c.Tool, Arguments: hooks.ArgumentsJSON(c.Args)})
+	return !d.Allow, d.Reason
+}
+
+// deniedResult answers a call the policy refused, its reason as the result.
+func deniedResult(ctx context.Context, b *bus.Batch, sid, callID, reason string) {
+	res := &heraldpb.ToolResult{CallId: callID, SessionId: sid, Tool: delegateTool, Content: reason, IsError: true, Status: "denied", Runner: "loop"}
+	b.Proto(ctx, bus.ToolResult(sid, callID), sid+":"+callID, res)
 }

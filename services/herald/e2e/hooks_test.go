@@ -235,3 +235,21 @@ func TestPreToolCallCoversTheMemoryServicesTools(t *testing.T) {
 		return len(finished) == 1 && finished[0].Status == "denied"
 	}, 5*time.Second, 10*time.Millisecond)
 }
+
+func TestPreToolCallCoversDelegateTask(t *testing.T) {
+	h := Start(t, scripted.Conversation(
+		scripted.Tool("delegate_task", `{"goal":"count the files in the workspace"}`),
+		scripted.Text("did it myself")))
+	p := listen(t, h, bus.HookPreToolCall(), func(req map[string]any) []byte {
+		return []byte(`{"allow": false, "reason": "no subagents on the free plan"}`)
+	})
+	task := NewTask("count the files, with help")
+	res := h.Run(task)
+	require.Equal(t, proto.ExitTextResponse, res.ExitReason)
+	asked := p.got()[0]
+	require.Equal(t, "delegate_task", asked["tool"])
+	require.Equal(t, map[string]any{"goal": "count the files in the workspace"}, asked["arguments"])
+	require.Equal(t, "no subagents on the free plan", h.RequestsOf(task.Prompt)[1].LastMessage().Text())
+	require.Empty(t, h.RequestsOf("count the files in the workspace"), "no child session was started")
+	require.Len(t, h.Model.Requests(), 2)
+}
