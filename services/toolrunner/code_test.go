@@ -196,3 +196,33 @@ func TestTruncateWithinNeverExceedsItsLimit(t *testing.T) {
 		}
 	}
 }
+
+// A program's dangerous command asks for approval like the model's own.
+func TestExecuteCodeInnerCommandsNeedApproval(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.ApprovalTimeout = 10 * time.Second })
+	victim := withVictim(t, h)
+	evs := h.events()
+	req := h.request("execute_code", map[string]any{"code": `
+from herald_tools import terminal, ToolError
+for attempt in ("refused", "approved"):
+    try:
+        terminal(command="` + dangerous + `")
+        print(attempt, "ran")
+    except ToolError as e:
+        print(attempt, "->", e)
+`})
+	h.publish(req, req.GetCallId())
+	first := waitEvent(t, evs, proto.EventApproval)
+	require.Equal(t, dangerous, first.Args)
+	answer(t, h, proto.Input{RequestID: first.RequestID, Approved: ptr(false)})
+	second := waitEvent(t, evs, proto.EventApproval)
+	require.NotEqual(t, first.RequestID, second.RequestID)
+	answer(t, h, proto.Input{RequestID: second.RequestID, Approved: ptr(true)})
+
+	res := h.result(req, 20*time.Second)
+	require.Equal(t, "ok", res.GetStatus(), res.GetContent())
+	require.Contains(t, res.GetContent(), "refused -> denied")
+	require.Contains(t, res.GetContent(), "the user refused it")
+	require.Contains(t, res.GetContent(), "approved ran")
+	require.NoDirExists(t, victim)
+}
