@@ -24,7 +24,8 @@ var codeTools = map[string]bool{"terminal": true, "read_file": true, "write_file
 const maxCodeRequest = 16 << 20
 
 // bridge serves one execute_code program's tool calls. The program reads
-// answers from fd 3 and writes requests to fd 4, one JSON line each; every
+// answers from one inherited pipe and writes requests to another (fd 3 and
+// 4 unless the command passes on others first), one JSON line each; every
 // request becomes a real tool call of the session, with the deterministic
 // id <program call id>-code<n>, so a program run again after its runner
 // died is answered from the results its calls already have.
@@ -57,8 +58,14 @@ func (s *Service) openBridge(ctx context.Context, c *call, code string) (*bridge
 	return b, nil
 }
 
-// attach hands the program its ends of the pipes as fd 3 and fd 4.
-func (b *bridge) attach(cmd *exec.Cmd) { cmd.ExtraFiles = []*os.File{b.progIn, b.progOut} }
+// attach hands the program its ends of the pipes, after any descriptors
+// the command already passes on (a sandbox's, say), and tells it which
+// they are.
+func (b *bridge) attach(cmd *exec.Cmd) {
+	in := 3 + len(cmd.ExtraFiles)
+	cmd.ExtraFiles = append(cmd.ExtraFiles, b.progIn, b.progOut)
+	cmd.Env = append(cmd.Env, fmt.Sprintf("HERALD_TOOLS_FDS=%d,%d", in, in+1))
+}
 
 // close ends the bridge once the program has exited: a call still running
 // (the program was stopped mid-call) is cancelled, and close waits until it

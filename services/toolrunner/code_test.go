@@ -3,6 +3,7 @@ package toolrunner
 import (
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -225,4 +226,37 @@ for attempt in ("refused", "approved"):
 	require.Contains(t, res.GetContent(), "the user refused it")
 	require.Contains(t, res.GetContent(), "approved ran")
 	require.NoDirExists(t, victim)
+}
+
+func TestExecuteCodeSeesNoSecretsAndNoPlumbing(t *testing.T) {
+	t.Setenv("VENDOR_API_KEY", "sk-very-secret")
+	t.Setenv("HERALD_NATS_URL", "nats://loop:pw@nats:4222")
+	t.Setenv("HARMLESS_SETTING", "visible")
+	h := newHarness(t)
+	res := h.code("import os\nprint(sorted(os.environ))\n")
+	require.Equal(t, "ok", res.GetStatus(), res.GetContent())
+	require.Contains(t, res.GetContent(), "HARMLESS_SETTING")
+	for _, hidden := range []string{"VENDOR_API_KEY", "HERALD_NATS_URL", "HERALD_TOOLS_SOURCE", "HERALD_TOOLS_FDS"} {
+		require.NotContains(t, res.GetContent(), hidden)
+	}
+}
+
+// A command that already passes descriptors on (as a sandbox may) moves
+// the program's pipes, and the program still finds them.
+func TestExecuteCodePipesFollowOtherInheritedDescriptors(t *testing.T) {
+	h := newHarness(t)
+	c := &call{req: h.request("execute_code", map[string]any{}), ws: workspace{root: h.cfg.WorkspaceRoot}}
+	br, err := h.svc.openBridge(context.Background(), c, "from herald_tools import write_file\nprint(write_file(path='moved.txt', content='ok'))\n")
+	require.NoError(t, err)
+	devnull, err := os.Open(os.DevNull)
+	require.NoError(t, err)
+	defer devnull.Close()
+	sandboxFD := func(cmd *exec.Cmd) { cmd.ExtraFiles = append(cmd.ExtraFiles, devnull) }
+	env := append(os.Environ(), "HERALD_TOOLS_SOURCE="+heraldToolsSource)
+	out, code, err := runCommand(context.Background(), h.cfg.WorkspaceRoot, "exec python3 -u -c '"+codeBootstrap+"'", env, 20*time.Second, 1<<16, sandboxFD, br.attach)
+	br.close()
+	require.NoError(t, err)
+	require.Equal(t, 0, code, out)
+	require.Contains(t, out, "moved.txt")
+	require.Equal(t, "ok", string(must(os.ReadFile(filepath.Join(h.cfg.WorkspaceRoot, "moved.txt")))))
 }

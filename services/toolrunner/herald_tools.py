@@ -3,12 +3,14 @@
 Each function is one real tool call made by the tool runner that runs the
 program (approvals, workspace confinement, policy hooks and accounting as
 for any call) and returns the tool's result text. A failed call raises
-ToolError. The runner talks to the program over two inherited pipes: it
-reads requests (one JSON line each) from fd 4 and answers on fd 3.
+ToolError. The runner talks to the program over two inherited pipes named
+in HERALD_TOOLS_FDS: it answers on the first and reads requests (one JSON
+line each) from the second.
 """
 
 import json
 import linecache
+import os
 import sys
 import threading
 import traceback
@@ -21,8 +23,9 @@ class ToolError(Exception):
 
 
 _lock = threading.Lock()
-_replies = open(3, "r", encoding="utf-8", closefd=False)
-_requests = open(4, "w", encoding="utf-8", closefd=False)
+_fds = [int(fd) for fd in os.environ.pop("HERALD_TOOLS_FDS", "3,4").split(",")]
+_replies = open(_fds[0], "r", encoding="utf-8", closefd=False)
+_requests = open(_fds[1], "w", encoding="utf-8", closefd=False)
 
 
 def _call(tool, **arguments):
