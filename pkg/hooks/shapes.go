@@ -36,6 +36,10 @@ type APIRequest struct {
 	Provider  string `json:"provider"`
 	Model     string `json:"model"`
 	Attempt   int    `json:"attempt"`
+	// Turn and Step place the call in its session (beyond the contract:
+	// one turn's calls share Turn, as Hermes' turn_id).
+	Turn int `json:"turn"`
+	Step int `json:"step"`
 }
 
 // APIResponse is the post_api_request event, published after every attempt.

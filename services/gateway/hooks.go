@@ -11,7 +11,7 @@ import (
 // is the attempt's usage event id, so pre and post events pair up.
 func (r *callRun) apiRequest(ep endpoint) hooks.APIRequest {
 	return hooks.APIRequest{RequestID: r.eventID(), SessionID: r.req.GetSessionId(), Provider: ep.provider,
-		Model: r.modelFor(ep), Attempt: r.attempts}
+		Model: r.modelFor(ep), Attempt: r.attempts, Turn: int(r.req.GetTurn()), Step: int(r.req.GetStep())}
 }
 
 // apiRequestStarting publishes pre_api_request before an attempt.

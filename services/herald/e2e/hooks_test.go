@@ -141,6 +141,8 @@ func TestAPIRequestHooksPairEveryProviderAttempt(t *testing.T) {
 		require.Equal(t, "openai", b["provider"])
 		require.Equal(t, "test-model", b["model"])
 		require.Equal(t, b["attempt"], a["attempt"])
+		require.EqualValues(t, 1, b["turn"], "one turn for the whole turn's calls")
+		require.EqualValues(t, i/2+1, b["step"])
 		usage, ok := a["usage"].(map[string]any)
 		require.True(t, ok, "post carries a usage object: %v", a)
 		for _, k := range []string{"input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "reasoning_tokens"} {
