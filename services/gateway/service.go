@@ -33,6 +33,7 @@ type Service struct {
 	health    *health
 	spend     *tenantSpend
 	hooks     *hooks.Client
+	staleReqs *staleRequests
 	counters  counters
 
 	mu       sync.Mutex
@@ -65,6 +66,7 @@ func New(cfg Config, deps service.Deps) (*Service, error) {
 	}
 	s.spend = newTenantSpend(deps.JS, cfg.TenantBudgetsUSD)
 	s.hooks = hooks.New(deps.NC, hooks.Config{}, s.log)
+	s.staleReqs = &staleRequests{js: deps.JS}
 	return s, nil
 }
 
