@@ -61,6 +61,9 @@ func (s *Service) executeCode(ctx context.Context, c *call) outcome {
 // why it stopped when it did not finish cleanly.
 func codeOutcome(out string, exit int, err error, lim CodeLimits) outcome {
 	o := outcome{status: statusOK}
+	// Whatever bytes the program wrote, the result is text (a result that
+	// is not UTF-8 could not even be stored).
+	out = strings.ToValidUTF8(out, "\uFFFD")
 	var note string
 	switch {
 	case errors.Is(err, context.DeadlineExceeded):

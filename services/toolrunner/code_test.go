@@ -260,3 +260,12 @@ func TestExecuteCodePipesFollowOtherInheritedDescriptors(t *testing.T) {
 	require.Contains(t, out, "moved.txt")
 	require.Equal(t, "ok", string(must(os.ReadFile(filepath.Join(h.cfg.WorkspaceRoot, "moved.txt")))))
 }
+
+func TestExecuteCodeOutputThatIsNotUTF8StillComesBack(t *testing.T) {
+	h := newHarness(t)
+	res := h.code("import sys\nsys.stdout.buffer.write(b'bytes: \\xff\\xfe end\\n')\n")
+	require.Equal(t, "ok", res.GetStatus(), res.GetContent())
+	require.True(t, utf8.ValidString(res.GetContent()))
+	require.Contains(t, res.GetContent(), "bytes: ")
+	require.Contains(t, res.GetContent(), " end")
+}
