@@ -269,3 +269,20 @@ func TestExecuteCodeOutputThatIsNotUTF8StillComesBack(t *testing.T) {
 	require.Contains(t, res.GetContent(), "bytes: ")
 	require.Contains(t, res.GetContent(), " end")
 }
+
+// A program that writes to the runner's pipe itself gets told what is
+// wrong, and the runner keeps serving it.
+func TestExecuteCodeMalformedRequestsAreAnsweredNotFatal(t *testing.T) {
+	h := newHarness(t)
+	res := h.code(`
+import herald_tools, json
+herald_tools._requests.write("this is not json\n")
+herald_tools._requests.flush()
+print(json.loads(herald_tools._replies.readline())["error"])
+print(herald_tools.write_file(path="after.txt", content="still served"))
+`)
+	require.Equal(t, "ok", res.GetStatus(), res.GetContent())
+	require.Contains(t, res.GetContent(), "unreadable request from herald_tools")
+	require.Contains(t, res.GetContent(), "after.txt")
+	require.Equal(t, "still served", string(must(os.ReadFile(filepath.Join(h.cfg.WorkspaceRoot, "after.txt")))))
+}
