@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 	"github.com/heraldrun/herald/pkg/config"
 	"github.com/heraldrun/herald/pkg/scripted"
 	"github.com/heraldrun/herald/proto"
+	"github.com/heraldrun/herald/services/herald/internal/app"
 	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/require"
 )
@@ -254,4 +256,47 @@ func TestPreToolCallCoversDelegateTask(t *testing.T) {
 	require.Equal(t, "no subagents on the free plan", h.RequestsOf(task.Prompt)[1].LastMessage().Text())
 	require.Empty(t, h.RequestsOf("count the files in the workspace"), "no child session was started")
 	require.Len(t, h.Model.Requests(), 2)
+}
+
+// Through the whole system into ClickHouse: an execute_code program's calls
+// are rows of tool_events attributed to the session, the one the policy
+// refused with status denied.
+func TestExecuteCodeCallsAreToolEventRowsInClickHouse(t *testing.T) {
+	program := `{"code":"from herald_tools import write_file, read_file, ToolError\ntry:\n    write_file(path='x.txt', content='x')\nexcept ToolError as e:\n    print('refused:', e)\nprint(read_file(path='seed.txt'))"}`
+	dsn := freshClickHouse(t)
+	h := Start(t, scripted.Conversation(scripted.Tool("execute_code", program), scripted.Text("done")),
+		func(c *config.Config, _ *app.Options) { c.ClickHouseDSN = dsn })
+	require.NoError(t, os.WriteFile(filepath.Join(h.Workspace, "seed.txt"), []byte("seed line\n"), 0o644))
+	listen(t, h, bus.HookPreToolCall(), func(req map[string]any) []byte {
+		if req["tool"] == "write_file" {
+			return []byte(`{"allow": false, "reason": "read-only session"}`)
+		}
+		return []byte(`{"allow": true}`)
+	})
+	task := NewTask("inspect with code")
+	task.Tenant = "acme"
+	require.Equal(t, proto.ExitTextResponse, h.Run(task).ExitReason)
+	printed := h.RequestsOf(task.Prompt)[1].LastMessage().Text()
+	require.Contains(t, printed, "refused: read-only session")
+	require.Contains(t, printed, "seed line")
+
+	conn := openClickHouse(t, dsn)
+	type row struct{ tool, status, tenant string }
+	var rows []row
+	require.Eventually(t, func() bool {
+		rs, err := conn.Query(context.Background(), "SELECT tool, status, tenant FROM tool_events WHERE session_id = ? ORDER BY tool", task.SessionID)
+		if err != nil {
+			return false
+		}
+		defer rs.Close()
+		rows = nil
+		for rs.Next() {
+			var r row
+			if rs.Scan(&r.tool, &r.status, &r.tenant) == nil {
+				rows = append(rows, r)
+			}
+		}
+		return len(rows) == 3
+	}, 30*time.Second, 100*time.Millisecond, "three tool_events rows: the program and its two calls")
+	require.Equal(t, []row{{"execute_code", "ok", "acme"}, {"read_file", "ok", "acme"}, {"write_file", "denied", "acme"}}, rows)
 }
