@@ -72,6 +72,10 @@ func codeOutcome(out string, exit int, err error, lim CodeLimits) outcome {
 	case err != nil:
 		o.status = statusError
 		note = "[" + err.Error() + "]"
+	case exit == 127 && strings.Contains(out, "python3: not found"):
+		// The runner has python3 but the place commands run (a sandbox) does not.
+		o.status = statusError
+		note = "[execute_code needs python3 where commands run, and there is none there]"
 	case exit != 0:
 		// A bug in the program is the model's to fix, not the tool failing.
 		o.status, o.correctable = statusError, true

@@ -286,3 +286,10 @@ print(herald_tools.write_file(path="after.txt", content="still served"))
 	require.Contains(t, res.GetContent(), "after.txt")
 	require.Equal(t, "still served", string(must(os.ReadFile(filepath.Join(h.cfg.WorkspaceRoot, "after.txt")))))
 }
+
+func TestExecuteCodeSaysWhenCommandsHaveNoPython(t *testing.T) {
+	o := codeOutcome("bash: line 1: exec: python3: not found\n", 127, nil, DefaultConfig().Code)
+	require.Equal(t, "error", o.status)
+	require.False(t, o.correctable, "a missing interpreter is the runner's problem, not the model's")
+	require.Contains(t, o.content, "execute_code needs python3 where commands run")
+}
