@@ -108,6 +108,8 @@ type CodeExecution struct {
 	MaxToolCalls int `yaml:"max_tool_calls"`
 	// MaxOutputChars of output kept in the result, marker included (default 50,000).
 	MaxOutputChars int `yaml:"max_output_chars"`
+	// Python is the interpreter (default: the system's, /usr/bin/python3).
+	Python string `yaml:"python"`
 }
 
 // Config is everything a Herald process can be told.

@@ -28,6 +28,11 @@ sys.modules["herald_tools"]=m
 exec(compile(src,"herald_tools.py","exec"),m.__dict__)
 m._main()`
 
+// programCommand is the shell command that starts a program with python.
+func programCommand(python string) string {
+	return "exec '" + python + "' -u -c '" + codeBootstrap + "'"
+}
+
 type codeArgs struct {
 	Code string `json:"code"`
 }
@@ -43,16 +48,16 @@ func (s *Service) executeCode(ctx context.Context, c *call) outcome {
 	if strings.TrimSpace(a.Code) == "" {
 		return failed(argError(c.spec.Name, c.spec.Parameters, `field "code" must not be empty`))
 	}
-	if _, err := exec.LookPath("python3"); err != nil {
-		return failed(errors.New("execute_code needs python3 on the tool runner's PATH, and there is none"))
+	lim := s.cfg.Code
+	if _, err := exec.LookPath(lim.Python); err != nil {
+		return failed(fmt.Errorf("execute_code needs python3 (%s) on the tool runner, and there is none", lim.Python))
 	}
 	br, err := s.openBridge(ctx, c, a.Code)
 	if err != nil {
 		return failed(err)
 	}
-	lim := s.cfg.Code
 	env := append(s.secrets.scrubbedEnv(), "HERALD_TOOLS_SOURCE="+heraldToolsSource, "PYTHONIOENCODING=utf-8", "PYTHONDONTWRITEBYTECODE=1")
-	out, code, err := runCommand(ctx, c.ws.root, "exec python3 -u -c '"+codeBootstrap+"'", env, lim.Timeout, lim.MaxOutputChars*4, br.attach)
+	out, code, err := runCommand(ctx, c.ws.root, programCommand(lim.Python), env, lim.Timeout, lim.MaxOutputChars*4, br.attach)
 	br.close()
 	return codeOutcome(out, code, err, lim)
 }
@@ -72,7 +77,7 @@ func codeOutcome(out string, exit int, err error, lim CodeLimits) outcome {
 	case err != nil:
 		o.status = statusError
 		note = "[" + err.Error() + "]"
-	case exit == 127 && strings.Contains(out, "python3: not found"):
+	case exit == 127 && (strings.Contains(out, ": not found") || strings.Contains(out, "No such file or directory")):
 		// The runner has python3 but the place commands run (a sandbox) does not.
 		o.status = statusError
 		note = "[execute_code needs python3 where commands run, and there is none there]"

@@ -55,7 +55,7 @@ print("home visible:", os.path.exists(os.path.expanduser("~/.pyenv")))
 	br, err := h.svc.openBridge(context.Background(), c, program)
 	require.NoError(t, err)
 	env := append(h.svc.secrets.scrubbedEnv(), "HERALD_TOOLS_SOURCE="+heraldToolsSource, "PATH=/usr/bin:/bin")
-	out, code, err := runCommand(context.Background(), h.cfg.WorkspaceRoot, "exec python3 -u -c '"+codeBootstrap+"'", env,
+	out, code, err := runCommand(context.Background(), h.cfg.WorkspaceRoot, programCommand(h.cfg.Code.Python), env,
 		30*time.Second, 1<<16, inBubblewrap(t, h.cfg.WorkspaceRoot), br.attach)
 	br.close()
 	require.NoError(t, err)

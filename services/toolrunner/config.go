@@ -3,6 +3,8 @@ package toolrunner
 import (
 	"errors"
 	"fmt"
+	"os"
+	"strings"
 	"path/filepath"
 	"runtime"
 	"time"
@@ -72,6 +74,17 @@ type CodeLimits struct {
 	MaxToolCalls int
 	// MaxOutputChars of output in the result, truncation marker included.
 	MaxOutputChars int
+	// Python is the interpreter: the system's (/usr/bin/python3) unless set.
+	Python string
+}
+
+// systemPython is the operating system's python3, the one a sandbox that
+// shows only /usr still has; without it, python3 from PATH.
+func systemPython() string {
+	if _, err := os.Stat("/usr/bin/python3"); err == nil {
+		return "/usr/bin/python3"
+	}
+	return "python3"
 }
 
 // DefaultConfig returns the defaults of BEHAVIOURS.md.
@@ -94,7 +107,7 @@ func DefaultConfig() Config {
 		MaxDeliver:         5,
 		SearchMaxResults:   200,
 		Hooks:              hooks.Config{Timeout: hooks.DefaultTimeout},
-		Code:               CodeLimits{Timeout: 300 * time.Second, MaxToolCalls: 50, MaxOutputChars: 50000},
+		Code:               CodeLimits{Timeout: 300 * time.Second, MaxToolCalls: 50, MaxOutputChars: 50000, Python: systemPython()},
 	}
 }
 
@@ -127,6 +140,9 @@ func ConfigFrom(c config.Config) Config {
 	}
 	set(&cfg.Code.MaxToolCalls, c.CodeExecution.MaxToolCalls)
 	set(&cfg.Code.MaxOutputChars, c.CodeExecution.MaxOutputChars)
+	if c.CodeExecution.Python != "" {
+		cfg.Code.Python = c.CodeExecution.Python
+	}
 	return cfg
 }
 
@@ -145,6 +161,7 @@ func (c Config) Validate() error {
 	check(c.TerminalTimeout > 0, "toolrunner: terminal timeout must be positive")
 	check(c.ApprovalTimeout > 0, "toolrunner: approvals timeout must be positive")
 	check(c.BreakerThreshold > 0, "toolrunner: breaker threshold must be positive")
+	check(!strings.ContainsAny(c.Code.Python, "'\n"), "toolrunner: code_execution.python must not hold a quote or a newline")
 	check(!c.Checkpoints || c.CheckpointDir != "", "toolrunner: checkpoints need a checkpoint dir")
 	switch c.ApprovalsMode {
 	case ApprovalsManual, ApprovalsOff, ApprovalsDeny:
@@ -186,6 +203,9 @@ func (c *Config) fill() {
 	}
 	if c.Code.MaxToolCalls <= 0 {
 		c.Code.MaxToolCalls = d.Code.MaxToolCalls
+	}
+	if c.Code.Python == "" {
+		c.Code.Python = systemPython()
 	}
 	if c.Code.MaxOutputChars <= 0 {
 		c.Code.MaxOutputChars = d.Code.MaxOutputChars
