@@ -4,9 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strings"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"time"
 
 	"github.com/heraldrun/herald/pkg/bus"
