@@ -65,7 +65,10 @@ func (s *Service) storedResult(ctx context.Context, req *heraldpb.ToolCallReques
 	}
 	res := &heraldpb.ToolResult{}
 	if err := bus.Decode(m.Data, res); err != nil {
-		return nil, fmt.Errorf("stored result of %s: %w", req.GetCallId(), err)
+		// It exists, so the call ran: never again, whatever became of its bytes.
+		s.log.Warn().Err(err).Str("session_id", req.GetSessionId()).Str("call_id", req.GetCallId()).Msg("stored tool result unreadable")
+		return &heraldpb.ToolResult{CallId: req.GetCallId(), SessionId: req.GetSessionId(), Tool: req.GetTool(), IsError: true,
+			Status: statusUnknown, Content: "outcome unknown: this call's stored result cannot be read; check before re-running it"}, nil
 	}
 	return res, nil
 }
