@@ -300,3 +300,23 @@ func TestExecuteCodeCallsAreToolEventRowsInClickHouse(t *testing.T) {
 	}, 30*time.Second, 100*time.Millisecond, "three tool_events rows: the program and its two calls")
 	require.Equal(t, []row{{"execute_code", "ok", "acme"}, {"read_file", "ok", "acme"}, {"write_file", "denied", "acme"}}, rows)
 }
+
+// A plugin that never answers in time costs each call at most
+// hooks.timeout_ms: the turn goes on without its context or its verdict.
+func TestSilentPluginsNeverStallATurn(t *testing.T) {
+	h := Start(t, scripted.Conversation(scripted.Tool("write_file", `{"path":"a.txt","content":"a"}`), scripted.Text("done")),
+		WithConfig(func(c *config.Config) { c.Hooks.TimeoutMS = 50 }))
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) })
+	hold := func(map[string]any) []byte { <-release; return []byte(`{"allow": false, "context": "too late"}`) }
+	llm := listen(t, h, bus.HookPreLLMCall(), hold)
+	tools := listen(t, h, bus.HookPreToolCall(), hold)
+	task := NewTask("write a.txt despite slow plugins")
+	require.Equal(t, proto.ExitTextResponse, h.Run(task).ExitReason)
+	require.FileExists(t, filepath.Join(h.Workspace, "a.txt"), "no verdict in time allows the call")
+	for _, r := range h.Model.Requests() {
+		require.NotContains(t, r.LastMessage().Text(), "too late")
+	}
+	require.Len(t, llm.got(), 1, "the plugin takes one request at a time and still holds the first")
+	require.Len(t, tools.got(), 1)
+}
