@@ -121,6 +121,9 @@ type Config struct {
 	DashboardToken string `yaml:"dashboard_token"`
 	// Replicas of every stream (3 on a cluster).
 	Replicas int `yaml:"replicas"`
+
+	// Providers overrides the gateway's provider profiles, by provider name.
+	Providers map[string]ProviderProfile `yaml:"providers"`
 }
 
 // Default returns the configuration used when nothing is set.

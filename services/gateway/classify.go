@@ -115,9 +115,6 @@ func classifyStatus(se *statusError) *attemptError {
 	if class == ClassRateLimit {
 		ae.retryAfter = retryAfter(se.header, time.Now())
 	}
-	if class == ClassFormatError {
-		ae.policy.Retryable = false // the request itself was refused
-	}
 	return ae
 }
 
@@ -144,7 +141,7 @@ func statusClass(status int, body string) ErrorClass {
 	case containsAny(body, contentPolicyPhrases):
 		return ClassContentPolicy
 	case status == http.StatusBadRequest || status == http.StatusUnprocessableEntity:
-		return ClassFormatError
+		return ClassInvalidRequest
 	default:
 		return ClassUnknown
 	}
@@ -196,18 +193,16 @@ func providerMessage(body string) string {
 	}
 	var shaped struct {
 		Error   json.RawMessage `json:"error"`
-		Message string          `json:"message"`
-		Detail  string          `json:"detail"`
+		Message json.RawMessage `json:"message"`
+		Detail  json.RawMessage `json:"detail"`
 	}
 	if json.Unmarshal([]byte(trimmed), &shaped) == nil {
 		var inner struct {
-			Message string `json:"message"`
+			Message json.RawMessage `json:"message"`
 		}
-		var s string
 		_ = json.Unmarshal(shaped.Error, &inner)
-		_ = json.Unmarshal(shaped.Error, &s)
-		for _, m := range []string{inner.Message, s, shaped.Message, shaped.Detail} {
-			if m = strings.TrimSpace(m); m != "" {
+		for _, raw := range []json.RawMessage{inner.Message, shaped.Error, shaped.Message, shaped.Detail} {
+			if m := strings.TrimSpace(messageText(raw)); m != "" {
 				return truncate(m, maxProviderMessageLen)
 			}
 		}
@@ -226,4 +221,36 @@ func htmlTitle(page string) string {
 		return ""
 	}
 	return " (" + truncate(page[i+len("<title>"):j], 100) + ")"
+}
+
+// messageText reads an error message that is a string or, as Mistral and
+// other pydantic-validated servers send it, a list of field errors
+// ({"detail":[{"loc":["body","stream_options"],"msg":"Extra inputs are not permitted"}]}).
+func messageText(raw json.RawMessage) string {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	type fieldError struct {
+		Loc []any  `json:"loc"`
+		Msg string `json:"msg"`
+	}
+	var list []fieldError
+	var wrapped struct {
+		Detail []fieldError `json:"detail"`
+	}
+	if json.Unmarshal(raw, &wrapped) == nil && len(wrapped.Detail) > 0 {
+		list = wrapped.Detail
+	} else if json.Unmarshal(raw, &list) != nil {
+		return ""
+	}
+	var parts []string
+	for _, e := range list {
+		loc := make([]string, 0, len(e.Loc))
+		for _, l := range e.Loc {
+			loc = append(loc, fmt.Sprint(l))
+		}
+		parts = append(parts, strings.TrimSpace(strings.Join(loc, ".")+": "+e.Msg))
+	}
+	return strings.Join(parts, "; ")
 }

@@ -27,7 +27,7 @@ func FuzzLLMRequest(f *testing.F) {
 			return
 		}
 		call := modelCall{model: req.GetModel() + "-claude", messages: req.GetMessages(), tools: req.GetTools(), maxOut: int64(req.GetMaxOutputTokens())}
-		wire := chatMessagesToWire(call.messages, true, cacheMarks(call))
+		wire := chatMessagesToWire(call.messages, EchoReasoningContent, cacheMarks(call))
 		require.Len(t, wire, len(call.messages))
 		_, err := json.Marshal(wire)
 		require.NoError(t, err)

@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	"github.com/heraldrun/herald/proto/heraldpb"
-	"github.com/openai/openai-go/v3"
 	"github.com/stretchr/testify/require"
 )
 
@@ -31,9 +30,10 @@ func TestUsageIsNormalisedByEachProvidersConvention(t *testing.T) {
 			&heraldpb.Usage{InputTokens: 12, OutputTokens: 3}},
 	}
 	for _, tc := range cases {
-		var u openai.CompletionUsage
+		var u chatWireUsage
 		require.NoError(t, json.Unmarshal([]byte(tc.body), &u), tc.name)
-		got := chatUsage(u)
+		got, prompt := builtinProfiles["generic"].normalise(u)
+		require.Equal(t, u.PromptTokens, prompt)
 		require.Equal(t, tc.want, stripUsage(got), tc.name)
 		require.Equal(t, u.PromptTokens, got.GetInputTokens()+got.GetCacheReadTokens()+got.GetCacheWriteTokens(), tc.name)
 	}
