@@ -199,4 +199,3 @@ func toolParameters(schema string) map[string]any {
 	}
 	return map[string]any{"type": "object", "properties": map[string]any{}}
 }
-
