@@ -124,7 +124,7 @@ func statusClass(status int, body string) ErrorClass {
 		return ClassBilling
 	case status == http.StatusTooManyRequests:
 		return ClassRateLimit
-	case status == http.StatusUnauthorized || status == http.StatusForbidden:
+	case status == http.StatusUnauthorized || status == http.StatusForbidden || (status == http.StatusBadRequest && containsAny(body, authPhrases)):
 		return ClassAuth
 	case status < 500 && containsAny(body, contextOverflowPhrases):
 		return ClassContextOverflow
@@ -151,6 +151,8 @@ var (
 	contextOverflowPhrases = []string{"context length", "context_length", "maximum context", "context window",
 		"prompt is too long", "input is too long", "too many tokens", "exceeds the context", "reduce the length",
 		"maximum number of tokens"}
+	// authPhrases: Gemini answers a bad key with 400 INVALID_ARGUMENT.
+	authPhrases          = []string{"api key not valid", "api_key_invalid", "invalid_api_key", "invalid api key"}
 	billingPhrases       = []string{"insufficient_quota", "billing", "credit balance", "payment required", "exceeded your current quota"}
 	modelNotFoundPhrases = []string{"model_not_found", "does not exist", "unknown model", "no such model", "model not found"}
 	contentPolicyPhrases = []string{"content_policy", "content_filter", "content policy", "safety system", "flagged"}
@@ -190,6 +192,10 @@ func providerMessage(body string) string {
 	trimmed := strings.TrimSpace(body)
 	if trimmed == "" {
 		return "no error message in the response"
+	}
+	var list []json.RawMessage
+	if strings.HasPrefix(trimmed, "[") && json.Unmarshal([]byte(trimmed), &list) == nil && len(list) > 0 {
+		return providerMessage(string(list[0])) // Gemini's OpenAI endpoint wraps its error in a list
 	}
 	var shaped struct {
 		Error   json.RawMessage `json:"error"`
