@@ -78,6 +78,7 @@ type chatDecoder struct {
 	text      strings.Builder
 	reasoning strings.Builder
 	think     thinkSplitter
+	tagged    strings.Builder // reasoning read from <think> tags
 	calls     []*heraldpb.ToolCall
 	reason    string
 	usage     *chatWireUsage
@@ -162,7 +163,7 @@ func (d *chatDecoder) addMessage(m chatWireMessage, streamed bool) {
 	if d.profile.ThinkTags {
 		var inline string
 		text, inline = d.think.feed(text)
-		reasoning += inline
+		d.tagged.WriteString(inline)
 	}
 	d.reasoning.WriteString(reasoning)
 	d.text.WriteString(text)
@@ -219,7 +220,8 @@ func (d *chatDecoder) answer() modelAnswer {
 	if d.profile.ThinkTags {
 		text, inline := d.think.flush()
 		d.text.WriteString(text)
-		d.reasoning.WriteString(inline)
+		d.tagged.WriteString(inline)
+		d.reasoning.WriteString(strings.TrimSpace(d.tagged.String()))
 		if d.onDelta != nil && text != "" {
 			d.onDelta(text)
 		}

@@ -136,7 +136,7 @@ func statusClass(status int, body string) ErrorClass {
 		return ClassTimeout
 	case status == http.StatusServiceUnavailable || status == 529 || strings.Contains(body, "overloaded"):
 		return ClassOverloaded
-	case status >= 500:
+	case status >= 500 || (status == 0 && containsAny(body, serverErrorPhrases)):
 		return ClassServerError
 	case containsAny(body, contentPolicyPhrases):
 		return ClassContentPolicy
@@ -151,6 +151,9 @@ var (
 	contextOverflowPhrases = []string{"context length", "context_length", "maximum context", "context window",
 		"prompt is too long", "input is too long", "too many tokens", "exceeds the context", "reduce the length",
 		"maximum number of tokens"}
+	// serverErrorPhrases name a failure reported inside a 200 stream
+	// (OpenRouter's mid-stream error, a failed Responses API response).
+	serverErrorPhrases = []string{"server_error", "internal_error", "internal server error"}
 	// authPhrases: Gemini answers a bad key with 400 INVALID_ARGUMENT.
 	authPhrases          = []string{"api key not valid", "api_key_invalid", "invalid_api_key", "invalid api key"}
 	billingPhrases       = []string{"insufficient_quota", "billing", "credit balance", "payment required", "exceeded your current quota"}

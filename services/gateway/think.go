@@ -10,6 +10,9 @@ import "strings"
 type thinkSplitter struct {
 	inThink bool
 	pending string
+	// trim drops the whitespace that opens a span (the blank lines after
+	// </think> would otherwise start the answer).
+	trim bool
 }
 
 const (
@@ -30,7 +33,7 @@ func (t *thinkSplitter) feed(chunk string) (text, reasoning string) {
 		if i := strings.Index(s, tag); i >= 0 {
 			t.write(&out, &think, s[:i])
 			s = s[i+len(tag):]
-			t.inThink = !t.inThink
+			t.inThink, t.trim = !t.inThink, true
 			continue
 		}
 		keep := partialSuffix(s, tag)
@@ -50,6 +53,10 @@ func (t *thinkSplitter) flush() (text, reasoning string) {
 }
 
 func (t *thinkSplitter) write(out, think *strings.Builder, s string) {
+	if t.trim {
+		s = strings.TrimLeft(s, " \t\r\n")
+		t.trim = s == ""
+	}
 	if t.inThink {
 		think.WriteString(s)
 		return
