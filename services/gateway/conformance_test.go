@@ -127,8 +127,10 @@ func (c *conformanceCase) replay() scripted.Script {
 	}
 }
 
+// overrides: the profile is the provider's own, as at its real host (the
+// replay server is on loopback), plus the fixture's override.* fields.
 func (c *conformanceCase) overrides() map[string]config.ProviderProfile {
-	var o config.ProviderProfile
+	o := config.ProviderProfile{Profile: c.provider}
 	if v := c.get("override.stream"); v != "" {
 		b := v == "true"
 		o.Stream = &b

@@ -129,17 +129,20 @@ func profileFor(name, baseURL string, overrides map[string]config.ProviderProfil
 // profileKey finds the built-in profile of a provider name or base URL.
 func profileKey(name, baseURL string) string {
 	name = strings.ToLower(name)
-	if alias, ok := profileAliases[name]; ok {
-		return alias
-	}
-	if _, ok := builtinProfiles[name]; ok {
-		return name
-	}
 	u, err := url.Parse(baseURL)
 	if err != nil {
 		return "generic"
 	}
 	host := strings.ToLower(u.Hostname())
+	// "openai" is also the default provider name, kept by users who only
+	// set HERALD_BASE_URL to a compatible server: there the URL decides.
+	defaulted := name == "openai" && host != "" && host != "api.openai.com"
+	if alias, ok := profileAliases[name]; ok && !defaulted {
+		return alias
+	}
+	if _, ok := builtinProfiles[name]; ok && !defaulted {
+		return name
+	}
 	for _, h := range hostProfiles {
 		if host == h.host || strings.HasSuffix(host, "."+h.host) {
 			return h.profile
