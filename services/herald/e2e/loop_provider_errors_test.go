@@ -26,10 +26,10 @@ func TestLoopProviderErrorsEndWithTheTruth(t *testing.T) {
 		requests int
 		says     string
 	}{
-		// source: OpenAI's answer to max_tokens on a reasoning model (openai/openai-python#2072)
+		// source: OpenAI's answer to max_tokens on a reasoning model (teilomillet/gollm#33, griptape-ai/ComfyUI-Griptape#312)
 		{name: "openai unsupported parameter", reason: proto.ExitFailed, requests: 1, says: "Use 'max_completion_tokens' instead",
 			reply: scripted.Reply{Status: 400, Body: `{"error":{"message":"Unsupported parameter: 'max_tokens' is not supported with this model. Use 'max_completion_tokens' instead.","type":"invalid_request_error","param":"max_tokens","code":"unsupported_parameter"}}`}},
-		// source: Groq's tool_use_failed (console.groq.com/docs/tool-use, "failed_generation")
+		// source: Groq's tool_use_failed with its failed_generation (agno-agi/agno#4090, sipeed/picoclaw#748)
 		{name: "groq tool_use_failed", reason: proto.ExitFailed, requests: 1, says: "Failed to call a function",
 			reply: scripted.Reply{Status: 400, Body: `{"error":{"message":"Failed to call a function. Please adjust your prompt. See 'failed_generation' for more details.","type":"invalid_request_error","code":"tool_use_failed","failed_generation":"<function=terminal>{\"command\": \"ls\"</function>"}}`}},
 		// source: Mistral's 422 to stream_options (avante-corp/avante.nvim#2347)
