@@ -314,6 +314,7 @@ func parseUsage(t *testing.T, s string) *heraldpb.Usage {
 func checkWire(t *testing.T, c *conformanceCase, r *rig) {
 	reqs := r.model.Requests()
 	require.NotEmpty(t, reqs)
+	require.Equal(t, "application/json", reqs[0].Header.Get("Content-Type"))
 	var body any
 	require.NoError(t, json.Unmarshal(reqs[0].Raw, &body))
 	for _, spec := range c.fields["request_has"] {

@@ -1,7 +1,9 @@
 package e2e
 
 import (
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/heraldrun/herald/pkg/config"
 	"github.com/heraldrun/herald/pkg/scripted"
@@ -92,4 +94,37 @@ func TestLoopRefusedRequestFallsBack(t *testing.T) {
 	require.Len(t, reqs, 2, "one refused attempt, not retried, then the fallback")
 	require.Equal(t, "test-model", reqs[0].Model)
 	require.Equal(t, "backup-model", reqs[1].Model)
+}
+
+// A provider whose streaming breaks tool calls is set to `stream: false`:
+// every call of the session asks for whole answers, the tool round works,
+// and the user still sees the answer text as a delta.
+func TestLoopProviderWithStreamingOffStillShowsTheAnswer(t *testing.T) {
+	off := false
+	h := Start(t, scripted.Conversation(
+		scripted.Reply{Content: "Reading the notes.", ToolCalls: []scripted.Call{{ID: "call_n1", Name: "read_file", Args: `{"path":"notes.txt"}`}}},
+		scripted.Text("The notes say: buy green tea."),
+	), withConfig(func(c *config.Config) {
+		c.Providers = map[string]config.ProviderProfile{"openai": {Stream: &off}}
+	}))
+	require.NoError(t, writeWorkspaceFile(h, "notes.txt", "buy green tea\n"))
+	task := NewTask("what do the notes say")
+	res := h.Run(task)
+	require.Equal(t, proto.ExitTextResponse, res.ExitReason, "error: %s", res.Error)
+	require.Equal(t, "The notes say: buy green tea.", res.FinalResponse)
+	reqs := convo(h, task.Prompt)
+	require.Len(t, reqs, 2)
+	for _, r := range reqs {
+		require.False(t, r.Stream, "asked whole")
+	}
+	require.Equal(t, "tool", reqs[1].Messages[len(reqs[1].Messages)-1].Role)
+	require.Contains(t, reqs[1].Messages[len(reqs[1].Messages)-1].Text(), "buy green tea")
+	var shown string
+	require.Eventually(t, func() bool {
+		shown = ""
+		for _, ev := range h.EventsOfType(task.SessionID, proto.EventDelta) {
+			shown += ev.Delta
+		}
+		return strings.Contains(shown, "The notes say: buy green tea.")
+	}, 5*time.Second, 10*time.Millisecond, "the answer reaches the user as a delta: %q", shown)
 }
