@@ -221,6 +221,7 @@ func (d *chatDecoder) answer() modelAnswer {
 		text, inline := d.think.flush()
 		d.text.WriteString(text)
 		d.tagged.WriteString(inline)
+		d.splitOrphanClose()
 		d.reasoning.WriteString(strings.TrimSpace(d.tagged.String()))
 		if d.onDelta != nil && text != "" {
 			d.onDelta(text)
@@ -353,4 +354,22 @@ func inBandError(raw json.RawMessage) error {
 		status = 0
 	}
 	return &statusError{status: status, body: `{"error":` + string(raw) + `}`}
+}
+
+// splitOrphanClose handles answers whose opening <think> was part of the
+// prompt (chat templates that end in "<think>\n"): the answer holds only
+// the closing tag, and what precedes it is the reasoning. A streamed answer
+// has already shown that text; the message kept is split all the same.
+func (d *chatDecoder) splitOrphanClose() {
+	if d.tagged.Len() > 0 {
+		return
+	}
+	text := d.text.String()
+	i := strings.Index(text, thinkClose)
+	if i < 0 {
+		return
+	}
+	d.tagged.WriteString(text[:i])
+	d.text.Reset()
+	d.text.WriteString(strings.TrimLeft(text[i+len(thinkClose):], " \t\r\n"))
 }
