@@ -84,8 +84,14 @@ type chatDecoder struct {
 	usage     *chatWireUsage
 }
 
+// newChatDecoder: text reaches onDelta only when the answer is streamed
+// (a whole answer is shown by the caller, once).
 func newChatDecoder(p Profile, call modelCall) *chatDecoder {
-	return &chatDecoder{profile: p, onDelta: call.onDelta}
+	d := &chatDecoder{profile: p}
+	if call.stream {
+		d.onDelta = call.onDelta
+	}
+	return d
 }
 
 // whole reads a non-streamed answer.
