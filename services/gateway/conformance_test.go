@@ -317,6 +317,15 @@ func checkWire(t *testing.T, c *conformanceCase, r *rig) {
 	require.Equal(t, "application/json", reqs[0].Header.Get("Content-Type"))
 	var body any
 	require.NoError(t, json.Unmarshal(reqs[0].Raw, &body))
+	// the earlier tool round goes back with its call id, in the mode's shape
+	roundTrip := map[string][]string{
+		ModeChatCompletions:   {"messages.*.tool_calls.*.id", "messages.*.tool_call_id"},
+		ModeAnthropicMessages: {"messages.*.content.*.id", "messages.*.content.*.tool_use_id"},
+		ModeCodexResponses:    {"input.*.call_id"},
+	}
+	for _, path := range roundTrip[c.mode] {
+		require.Contains(t, lookup(body, strings.Split(path, ".")), any("call_prev_1"), "%s carries the call id", path)
+	}
 	for _, spec := range c.fields["request_has"] {
 		path, want, hasValue := strings.Cut(spec, "=")
 		got := lookup(body, strings.Split(path, "."))
