@@ -47,8 +47,12 @@ var builtinProfiles = map[string]Profile{
 	// Mistral refuses stream_options (422 extra_forbidden) and unknown
 	// fields; Magistral sends content as typed chunks (thinking, text).
 	"mistral": like(compatible, func(p *Profile) { p.StreamOptions, p.ReasoningEcho = false, "" }),
-	// Gemini's OpenAI endpoint counts thinking only in total_tokens.
-	"gemini": like(compatible, func(p *Profile) { p.ReasoningEcho, p.ReasoningTokens = "", ReasoningTotalOnly }),
+	// Gemini's OpenAI endpoint counts thinking only in total_tokens, and has
+	// refused stream_options ("Unknown name \"stream_options\"") while its
+	// chunks carry usage anyway.
+	"gemini": like(compatible, func(p *Profile) {
+		p.StreamOptions, p.ReasoningEcho, p.ReasoningTokens = false, "", ReasoningTotalOnly
+	}),
 	// Together and Fireworks serve open reasoning models (DeepSeek-R1, Qwen)
 	// whose reasoning may arrive inline in <think> tags.
 	"together":  like(compatible, func(p *Profile) { p.ReasoningEcho, p.ThinkTags = "", true }),
