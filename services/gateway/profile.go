@@ -114,7 +114,10 @@ func (p Profile) outputCap(model string) int64 {
 // entry's field overrides.
 func profileFor(name, baseURL string, overrides map[string]config.ProviderProfile) (Profile, error) {
 	o := overrides[name]
-	key := o.Profile
+	key := strings.ToLower(o.Profile)
+	if alias, ok := profileAliases[key]; ok {
+		key = alias
+	}
 	if key == "" {
 		key = profileKey(name, baseURL)
 	}

@@ -56,6 +56,7 @@ func TestProfileOverridesFromHeraldYAML(t *testing.T) {
 			ReasoningEcho: EchoReasoning, Usage: "delta", ReasoningTokens: "separate", ThinkTags: &yes,
 			OutputCaps: map[string]int64{"Big-Model": 1000}},
 		"mistral": {StreamOptions: &yes, ReasoningEcho: EchoNone},
+		"gw2":     {Profile: "Google"},
 	}
 	p, err := profileFor("my-gateway", "https://gw.example.com/v1", overrides)
 	require.NoError(t, err)
@@ -68,6 +69,10 @@ func TestProfileOverridesFromHeraldYAML(t *testing.T) {
 	require.True(t, p.ThinkTags)
 	require.Equal(t, int64(1000), p.outputLimit("vendor/big-model-2", 5000, 0), "caps match case-insensitively, vendor prefix dropped")
 	require.Equal(t, int64(0), p.outputLimit("small-model", 0, 0), "no limit asked, none sent")
+
+	g, err := profileFor("gw2", "https://gw.example.com", overrides)
+	require.NoError(t, err)
+	require.Equal(t, "gemini", g.Name, "profile names take the same aliases")
 
 	m, err := profileFor("mistral", "", overrides)
 	require.NoError(t, err)
