@@ -29,4 +29,6 @@ type ProviderProfile struct {
 	ReasoningTokens string `yaml:"reasoning_tokens"`
 	// ThinkTags reads <think>…</think> in the content as reasoning.
 	ThinkTags *bool `yaml:"think_tags"`
+	// ToolCallIDs is any or alnum9 (nine letters and digits, as Mistral requires).
+	ToolCallIDs string `yaml:"tool_call_ids"`
 }

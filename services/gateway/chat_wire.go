@@ -25,7 +25,7 @@ func (e *chatEncoder) encode(call modelCall) ([]byte, error) {
 func (e *chatEncoder) params(call modelCall) openai.ChatCompletionNewParams {
 	p := openai.ChatCompletionNewParams{
 		Model:    call.model,
-		Messages: chatMessagesToWire(call.messages, e.profile.ReasoningEcho, cacheMarks(call)),
+		Messages: chatMessagesToWire(e.profile.toolIDsFor(call.messages), e.profile.ReasoningEcho, cacheMarks(call)),
 		Tools:    e.tools.wire(call.tools),
 	}
 	if limit := e.profile.outputLimit(call.model, call.maxOut, 0); limit > 0 {

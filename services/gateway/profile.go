@@ -35,7 +35,14 @@ type Profile struct {
 	ReasoningTokens ReasoningCount
 	// ThinkTags: reasoning arrives inline as <think>…</think> in the content.
 	ThinkTags bool
+	// ToolCallIDs is the id format the provider accepts in a history:
+	// "" any, or IDsAlnum9 (Mistral: exactly nine letters and digits).
+	ToolCallIDs string
 }
+
+// IDsAlnum9 is Mistral's tool-call id format ("Tool call id was call_0fypS1hVX
+// but must be a-z, A-Z, 0-9, with a length of 9").
+const IDsAlnum9 = "alnum9"
 
 // UsageCombine is how several usage reports of one stream add up.
 type UsageCombine string
@@ -194,6 +201,11 @@ func (p Profile) with(o config.ProviderProfile, name string) (Profile, error) {
 		errs = append(errs, fmt.Sprintf("providers.%s.%s must be one of %s, got %q", name, field, strings.Join(allowed, ", "), v))
 	}
 	set("max_tokens_field", &p.MaxTokensField, o.MaxTokensField, FieldMaxTokens, FieldMaxCompletionTokens)
+	ids := p.ToolCallIDs
+	set("tool_call_ids", &ids, o.ToolCallIDs, "any", IDsAlnum9)
+	if p.ToolCallIDs = ids; ids == "any" {
+		p.ToolCallIDs = ""
+	}
 	echo := p.ReasoningEcho
 	set("reasoning_echo", &echo, o.ReasoningEcho, EchoNone, EchoReasoningContent, EchoReasoning)
 	if p.ReasoningEcho = echo; echo == EchoNone {

@@ -89,11 +89,12 @@ func TestBadProfileOverridesFailAtStartUp(t *testing.T) {
 		"groq": {Profile: "grok-ish", Usage: "sometimes"}}}
 	err := cfg.Validate()
 	require.ErrorContains(t, err, `providers.groq.profile "grok-ish" is not a known profile`)
-	cfg.Profiles["groq"] = config.ProviderProfile{Usage: "sometimes", ReasoningEcho: "thoughts", MaxTokensField: "limit"}
+	cfg.Profiles["groq"] = config.ProviderProfile{Usage: "sometimes", ReasoningEcho: "thoughts", MaxTokensField: "limit", ToolCallIDs: "short"}
 	err = cfg.Validate()
 	require.ErrorContains(t, err, "providers.groq.usage must be one of cumulative, delta")
 	require.ErrorContains(t, err, "providers.groq.reasoning_echo must be one of none, reasoning_content, reasoning")
 	require.ErrorContains(t, err, "providers.groq.max_tokens_field must be one of max_tokens, max_completion_tokens")
+	require.ErrorContains(t, err, "providers.groq.tool_call_ids must be one of any, alnum9")
 }
 
 // Every place a tag can be cut between two chunks gives the same answer

@@ -46,7 +46,8 @@ var builtinProfiles = map[string]Profile{
 	"deepseek": compatible,
 	// Mistral refuses stream_options (422 extra_forbidden) and unknown
 	// fields; Magistral sends content as typed chunks (thinking, text).
-	"mistral": like(compatible, func(p *Profile) { p.StreamOptions, p.ReasoningEcho = false, "" }),
+	// Mistral also takes only nine-character alphanumeric tool-call ids.
+	"mistral": like(compatible, func(p *Profile) { p.StreamOptions, p.ReasoningEcho, p.ToolCallIDs = false, "", IDsAlnum9 }),
 	// Gemini's OpenAI endpoint counts thinking only in total_tokens, and has
 	// refused stream_options ("Unknown name \"stream_options\"") while its
 	// chunks carry usage anyway.
