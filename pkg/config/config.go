@@ -148,6 +148,9 @@ type Config struct {
 	// hooks: plugin hooks.
 	Hooks         Hooks         `yaml:"hooks"`
 	CodeExecution CodeExecution `yaml:"code_execution"`
+
+	// Providers overrides the gateway's provider profiles, by provider name.
+	Providers map[string]ProviderProfile `yaml:"providers"`
 }
 
 // Default returns the configuration used when nothing is set.

@@ -57,7 +57,7 @@ func New(cfg Config, deps service.Deps) (*Service, error) {
 	hc := newHTTPClient(cfg.StreamIdleTimeout)
 	s.hc = hc
 	for i, p := range append([]config.Provider{cfg.Primary}, cfg.Fallbacks...) {
-		ep, err := newEndpoint(p, i)
+		ep, err := newEndpoint(p, i, cfg.Profiles)
 		if err != nil {
 			return nil, err
 		}
