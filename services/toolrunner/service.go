@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/heraldrun/herald/pkg/bus"
+	"github.com/heraldrun/herald/pkg/hooks"
 	"github.com/heraldrun/herald/pkg/service"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -24,6 +25,7 @@ type Service struct {
 	limits  *toolLimits
 	secrets secrets
 	sandbox *Sandbox
+	hooks   *hooks.Client
 
 	mu      sync.Mutex
 	started bool
@@ -55,6 +57,7 @@ func New(cfg Config, deps service.Deps) (*Service, error) {
 		return nil, fmt.Errorf("toolrunner: %w", err)
 	}
 	s.sandbox = sb
+	s.hooks = hooks.New(deps.NC, cfg.Hooks, s.log)
 	s.tools = s.builtinTools()
 	return s, nil
 }
