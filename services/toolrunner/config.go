@@ -50,6 +50,9 @@ type Config struct {
 	Checkpoints bool
 	// CheckpointDir keeps the snapshots, outside every workspace.
 	CheckpointDir string
+	// DataDir is the runner's data folder (NATS store, checkpoints): tools
+	// never reach it, even when it lies inside a workspace (herald run).
+	DataDir string
 	// ToolConcurrency caps how many calls of a tool run at once in this process.
 	ToolConcurrency map[string]int
 	// AckWait is how long a call may go without a keep-alive before redelivery.
@@ -120,6 +123,7 @@ func ConfigFrom(c config.Config) Config {
 	cfg := DefaultConfig()
 	cfg.WorkspaceRoot = c.WorkspaceRoot()
 	cfg.CheckpointDir = filepath.Join(c.DataDir, "checkpoints")
+	cfg.DataDir = c.DataDir
 	set := func(dst *int, v int) {
 		if v > 0 {
 			*dst = v

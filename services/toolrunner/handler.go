@@ -102,6 +102,7 @@ func (s *Service) prepare(ctx context.Context, req *heraldpb.ToolCallRequest, de
 	if err != nil {
 		return nil, failed(err)
 	}
+	ws = ws.hiding(s.cfg.DataDir)
 	return &call{req: req, spec: spec, run: t, ws: ws, delivered: delivered}, outcome{}
 }
 

@@ -42,6 +42,9 @@ type Sandbox struct {
 	bwrap  string
 	root   bool
 	limits *cgroupLimits
+	// workspaceRoot and dataDir are the runner's: commands see neither the
+	// tenants' folder of the root nor the data folder, wherever they lie.
+	workspaceRoot, dataDir string
 }
 
 // NewSandbox checks that the sandbox of cfg can run here. Mode none is
@@ -144,12 +147,32 @@ func (sb *Sandbox) bwrapArgs(dir string) []string {
 		a = append(a, "--ro-bind-try", p, p)
 	}
 	a = append(a, "--bind", dir, dir)
-	// An untenanted task's workspace may be the runner's root; the tenants'
-	// workspaces under it stay out of sight.
-	if t := filepath.Join(dir, bus.TenantsFolder); isDir(t) {
-		a = append(a, "--tmpfs", t)
+	for _, h := range sb.hiddenIn(dir) {
+		a = append(a, "--tmpfs", h)
 	}
 	return append(a, "--chdir", dir, "--setenv", "HOME", "/tmp")
+}
+
+// hiddenIn are the folders inside workspace dir a command must not see: an
+// untenanted task's workspace may be the runner's root, whose tenants'
+// folder stays out of sight; and `herald run` keeps its data folder (the
+// NATS store) inside the workspace it runs in.
+func (sb *Sandbox) hiddenIn(dir string) []string {
+	var out []string
+	if root, err := filepath.EvalSymlinks(sb.workspaceRoot); err == nil && root == dir {
+		if t := filepath.Join(dir, bus.TenantsFolder); isDir(t) {
+			out = append(out, t)
+		}
+	}
+	if sb.dataDir == "" {
+		return out
+	}
+	if abs, err := filepath.Abs(sb.dataDir); err == nil {
+		if data, err := filepath.EvalSymlinks(abs); err == nil && data != dir && (workspace{root: dir}).contains(data) && isDir(data) {
+			out = append(out, data)
+		}
+	}
+	return out
 }
 
 // systemDirs are /bin, /sbin and /lib* of this host (folders or symlinks).

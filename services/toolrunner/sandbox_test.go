@@ -241,3 +241,28 @@ func TestSandboxHandsExtraFilesToTheCommand(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "through-fd-3\n", string(got))
 }
+
+func TestDataFolderInsideTheWorkspaceStaysOutOfReach(t *testing.T) {
+	// herald run: the workspace is the current directory, its data folder
+	// (the NATS store, checkpoints) ./.herald inside it.
+	root := t.TempDir()
+	data := filepath.Join(root, ".herald")
+	h := newHarness(t, func(c *Config) { c.WorkspaceRoot, c.DataDir = root, data })
+	store := filepath.Join(data, "jetstream", "msgs.blk")
+	require.NoError(t, os.MkdirAll(filepath.Dir(store), 0o755))
+	require.NoError(t, os.WriteFile(store, []byte("transcripts-of-every-session"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(root, "main.go"), []byte("package main"), 0o644))
+
+	res := h.call("read_file", map[string]any{"path": ".herald/jetstream/msgs.blk"})
+	require.Equal(t, "denied", res.GetStatus(), res.GetContent())
+	res = h.call("write_file", map[string]any{"path": ".herald/jetstream/msgs.blk", "content": "corrupted"})
+	require.Equal(t, "denied", res.GetStatus(), res.GetContent())
+	res = h.call("search_files", map[string]any{"pattern": "transcripts|package"})
+	require.Contains(t, res.GetContent(), "main.go")
+	require.NotContains(t, res.GetContent(), "transcripts-of-every-session")
+	r := terminalOf(t, h.call("terminal", map[string]any{"command": "cat .herald/jetstream/msgs.blk; echo corrupted > .herald/x; ls -a .herald; cat main.go"}))
+	require.NotContains(t, r.Output, "transcripts-of-every-session")
+	require.Contains(t, r.Output, "package main")
+	require.Equal(t, "transcripts-of-every-session", string(must(os.ReadFile(store))))
+	require.NoFileExists(t, filepath.Join(data, "x"))
+}

@@ -56,6 +56,7 @@ func New(cfg Config, deps service.Deps) (*Service, error) {
 	if err != nil {
 		return nil, fmt.Errorf("toolrunner: %w", err)
 	}
+	sb.workspaceRoot, sb.dataDir = cfg.WorkspaceRoot, cfg.DataDir
 	s.sandbox = sb
 	s.hooks = hooks.New(deps.NC, cfg.Hooks, s.log)
 	s.tools = s.builtinTools()

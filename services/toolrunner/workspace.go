@@ -17,9 +17,10 @@ type workspace struct {
 	// root is absolute with every symlink evaluated, so containment checks
 	// compare real locations.
 	root string
-	// hidden, in a workspace that is the runner's root, is the tenants'
-	// folder: an unbound task's tools do not reach tenants' workspaces.
-	hidden string
+	// hidden are folders inside the workspace its tools do not reach: in
+	// the runner's root, the tenants' folder (an unbound task's tools do not
+	// reach tenants' workspaces); anywhere, the runner's data folder.
+	hidden []string
 }
 
 // openWorkspace returns the folder sub under root, creating it if missing.
@@ -48,9 +49,28 @@ func openWorkspace(root, sub string) (workspace, error) {
 	}
 	w := workspace{root: real}
 	if real == base {
-		w.hidden = filepath.Join(base, bus.TenantsFolder)
+		w.hidden = []string{filepath.Join(base, bus.TenantsFolder)}
 	}
 	return w, nil
+}
+
+// hiding is w with the folders of paths that lie inside it hidden too.
+func (w workspace) hiding(paths ...string) workspace {
+	out := w
+	out.hidden = append([]string(nil), w.hidden...)
+	for _, p := range paths {
+		if p == "" {
+			continue
+		}
+		abs, err := filepath.Abs(p)
+		if err != nil {
+			continue
+		}
+		if real, err := realPath(abs); err == nil && real != w.root && w.contains(real) {
+			out.hidden = append(out.hidden, real)
+		}
+	}
+	return out
 }
 
 // resolve turns a path given by the model into an absolute path inside the
@@ -83,7 +103,12 @@ func (w workspace) outside(p string) error {
 }
 
 func (w workspace) isHidden(abs string) bool {
-	return w.hidden != "" && (workspace{root: w.hidden}).contains(abs)
+	for _, h := range w.hidden {
+		if (workspace{root: h}).contains(abs) {
+			return true
+		}
+	}
+	return false
 }
 
 func (w workspace) contains(abs string) bool {
