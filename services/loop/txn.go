@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/heraldrun/herald/pkg/bus"
+	"github.com/heraldrun/herald/pkg/telemetry"
 	"github.com/heraldrun/herald/proto"
 	"github.com/heraldrun/herald/proto/heraldpb"
 )
@@ -106,6 +107,7 @@ func (s *Service) advanceOnce(ctx context.Context, sid string, decide func(t *tx
 	if t.st == nil {
 		return fmt.Errorf("session %s: transition produced no state", sid)
 	}
+	ctx = telemetry.WithTraceparent(ctx, t.st.Trace)
 	if err := s.publish(ctx, t); err != nil {
 		return err
 	}
@@ -116,6 +118,7 @@ func (s *Service) advanceOnce(ctx context.Context, sid string, decide func(t *tx
 		return err
 	}
 	s.tr.remember(sid, rec, t.history())
+	s.observe(t)
 	for _, ev := range t.events {
 		if err := bus.PublishEvent(s.deps.NC, ev); err != nil {
 			s.log.Warn().Err(err).Str("session_id", sid).Msg("publishing event failed")
