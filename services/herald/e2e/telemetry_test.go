@@ -1,0 +1,159 @@
+package e2e
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/heraldrun/herald/pkg/scripted"
+	"github.com/heraldrun/herald/proto"
+	"github.com/stretchr/testify/require"
+)
+
+// secretKey must never reach a span.
+const secretKey = "sk-telemetry-test-key-that-must-not-leak"
+
+// tracedScript writes a file, reads it back and answers; the first attempt
+// of every step fails with 503 so each model call has a retry to show.
+func tracedScript() scripted.Script {
+	return scripted.FailFirst(1, scripted.Reply{Status: 503, Body: `{"error":{"message":"overloaded, try again"}}`},
+		scripted.Conversation(
+			scripted.Tool("write_file", `{"path":"traced.txt","content":"seen from outside"}`),
+			scripted.Tool("read_file", `{"path":"traced.txt"}`),
+			scripted.Text("the file says: seen from outside"),
+		))
+}
+
+// telemetryCluster runs each service as its own `herald serve` process,
+// every one exporting spans to col (the tool runner over gRPC, the rest over
+// HTTP) and serving /metrics; it returns the metrics addresses.
+func telemetryCluster(t *testing.T, col *collector, model *scripted.Server, workspace string) (*cluster, []string) {
+	t.Helper()
+	cfg := filepath.Join(t.TempDir(), "herald.yaml")
+	writeFile(t, cfg, "retry: {base_delay: 10ms, max_delay: 50ms}\n")
+	c := startCluster(t, map[string]string{"HERALD_BASE_URL": model.URL, "HERALD_MODEL": "m",
+		"HERALD_API_KEY": secretKey, "HERALD_WORKSPACE": workspace, "HERALD_DATA_DIR": t.TempDir(),
+		"HERALD_CONFIG": cfg, "OTEL_EXPORTER_OTLP_ENDPOINT": col.HTTP, "OTEL_BSP_SCHEDULE_DELAY": "100"})
+	var addrs []string
+	for _, names := range [][]string{{"loop"}, {"gateway"}, {"toolrunner"}, {"memory", "compressor"}} {
+		addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+		addrs = append(addrs, addr)
+		if names[0] == "toolrunner" {
+			c.env["OTEL_EXPORTER_OTLP_PROTOCOL"], c.env["OTEL_EXPORTER_OTLP_ENDPOINT"] = "grpc", col.GRPC
+		}
+		c.serve(append(names, "--metrics", addr)...)
+		delete(c.env, "OTEL_EXPORTER_OTLP_PROTOCOL")
+		c.env["OTEL_EXPORTER_OTLP_ENDPOINT"] = col.HTTP
+	}
+	return c, addrs
+}
+
+func TestOneSessionIsOneTraceAcrossServiceProcesses(t *testing.T) {
+	col := startCollector(t)
+	model, err := scripted.Start(tracedScript())
+	require.NoError(t, err)
+	defer model.Close()
+	workspace := t.TempDir()
+	c, _ := telemetryCluster(t, col, model, workspace)
+	task := NewTask("write traced.txt, read it back and tell me what it says")
+	submit(t, c, task)
+	res := waitResult(t, c, task, 60*time.Second)
+	require.Equal(t, proto.ExitTextResponse, res.ExitReason, "error: %s", res.Error)
+
+	var trace []span
+	require.Eventually(t, func() bool {
+		trace = sessionTrace(col.spans(t), task.SessionID)
+		return len(named(trace, "chat m")) == 3 && len(named(trace, "execute_tool write_file")) == 1 &&
+			len(named(trace, "execute_tool read_file")) == 1
+	}, 30*time.Second, 100*time.Millisecond, "the session's spans never all arrived")
+
+	byID := map[string]span{}
+	for _, s := range trace {
+		byID[s.SpanID] = s
+	}
+	var roots []span
+	for _, s := range trace {
+		if s.ParentSpanID == "" {
+			roots = append(roots, s)
+			continue
+		}
+		_, ok := byID[s.ParentSpanID]
+		require.True(t, ok, "span %q (%s) hangs under a span that is not in the trace", s.Name, s.Service)
+	}
+	require.Len(t, roots, 1, "one tree")
+	root := roots[0]
+	require.Equal(t, "invoke_agent herald", root.Name)
+	require.Equal(t, "herald-loop", root.Service)
+	require.Equal(t, task.SessionID, root.Attrs["gen_ai.conversation.id"])
+	require.Equal(t, "text_response", root.Attrs["herald.exit_reason"])
+
+	for _, chat := range named(trace, "chat m") {
+		require.Equal(t, "herald-gateway", chat.Service)
+		require.Equal(t, root.SpanID, chat.ParentSpanID, "a model call hangs under its turn")
+		require.Equal(t, "chat", chat.Attrs["gen_ai.operation.name"])
+		require.Equal(t, "m", chat.Attrs["gen_ai.request.model"])
+		require.NotEmpty(t, chat.Attrs["gen_ai.provider.name"])
+		require.Positive(t, chat.Attrs["gen_ai.usage.input_tokens"])
+		require.Positive(t, chat.Attrs["gen_ai.usage.output_tokens"])
+		require.EqualValues(t, 2, chat.Attrs["herald.attempts"], "the failed attempt and its retry are one call")
+		require.Contains(t, chat.Events, "retry")
+		require.NotContains(t, chat.Attrs, "gen_ai.input.messages", "contents are recorded only when asked for")
+	}
+	finishes := map[any]int{}
+	for _, chat := range named(trace, "chat m") {
+		finishes[fmt.Sprint(chat.Attrs["gen_ai.response.finish_reasons"])]++
+	}
+	require.Equal(t, map[any]int{"[tool_calls]": 2, "[stop]": 1}, finishes)
+	for _, name := range []string{"execute_tool write_file", "execute_tool read_file"} {
+		tool := named(trace, name)[0]
+		require.Equal(t, "herald-toolrunner", tool.Service, "exported over gRPC")
+		require.Equal(t, root.SpanID, tool.ParentSpanID)
+		require.Equal(t, "ok", tool.Attrs["herald.tool.status"])
+		require.NotContains(t, tool.Attrs, "gen_ai.tool.call.arguments")
+	}
+	require.NotContains(t, col.raw(t), secretKey, "no key reaches a span")
+	require.NotContains(t, col.raw(t), "seen from outside", "no message content without the opt-in")
+}
+
+// sessionTrace is every span of the trace whose turn span belongs to sid.
+func sessionTrace(all []span, sid string) []span {
+	var tid string
+	for _, s := range all {
+		if strings.HasPrefix(s.Name, "invoke_agent") && s.Attrs["gen_ai.conversation.id"] == sid {
+			tid = s.TraceID
+		}
+	}
+	var out []span
+	for _, s := range all {
+		if tid != "" && s.TraceID == tid {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func named(spans []span, name string) []span {
+	var out []span
+	for _, s := range spans {
+		if s.Name == name {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// scrape reads a process's /metrics.
+func scrape(t *testing.T, addr string) string {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/metrics")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return string(body)
+}
