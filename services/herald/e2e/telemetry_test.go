@@ -5,7 +5,9 @@ import (
 	"io"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -17,15 +19,32 @@ import (
 // secretKey must never reach a span.
 const secretKey = "sk-telemetry-test-key-that-must-not-leak"
 
-// tracedScript writes a file, reads it back and answers; the first attempt
-// of every step fails with 503 so each model call has a retry to show.
+// tracedScript writes a file, reads it back and answers. The first attempt
+// of every step fails: with 500 (retried on the same provider), except the
+// second step's 503, which moves it to the fallback at once (an overloaded
+// provider is left when a fallback can take over).
 func tracedScript() scripted.Script {
-	return scripted.FailFirst(1, scripted.Reply{Status: 503, Body: `{"error":{"message":"overloaded, try again"}}`},
-		scripted.Conversation(
-			scripted.Tool("write_file", `{"path":"traced.txt","content":"seen from outside"}`),
-			scripted.Tool("read_file", `{"path":"traced.txt"}`),
-			scripted.Text("the file says: seen from outside"),
-		))
+	steps := scripted.Conversation(
+		scripted.Tool("write_file", `{"path":"traced.txt","content":"seen from outside"}`),
+		scripted.Tool("read_file", `{"path":"traced.txt"}`),
+		scripted.Text("the file says: seen from outside"),
+	)
+	var mu sync.Mutex
+	failed := map[int]bool{}
+	return func(r *scripted.Request) scripted.Reply {
+		step := r.AssistantCount()
+		mu.Lock()
+		first := !failed[step]
+		failed[step] = true
+		mu.Unlock()
+		switch {
+		case first && step == 1:
+			return scripted.Reply{Status: 503, Body: `{"error":{"message":"overloaded, try again"}}`}
+		case first:
+			return scripted.Reply{Status: 500, Body: `{"error":{"message":"internal error"}}`}
+		}
+		return steps(r)
+	}
 }
 
 // telemetryCluster runs each service as its own `herald serve` process,
@@ -34,7 +53,8 @@ func tracedScript() scripted.Script {
 func telemetryCluster(t *testing.T, col *collector, model *scripted.Server, workspace string) (*cluster, []string) {
 	t.Helper()
 	cfg := filepath.Join(t.TempDir(), "herald.yaml")
-	writeFile(t, cfg, "retry: {base_delay: 10ms, max_delay: 50ms}\n")
+	writeFile(t, cfg, "retry: {base_delay: 10ms, max_delay: 50ms}\n"+
+		"fallback_providers: [{provider: openai, model: backup, base_url: \""+model.URL+"\"}]\n")
 	c := startCluster(t, map[string]string{"HERALD_BASE_URL": model.URL, "HERALD_MODEL": "m",
 		"HERALD_API_KEY": secretKey, "HERALD_WORKSPACE": workspace, "HERALD_DATA_DIR": t.TempDir(),
 		"HERALD_CONFIG": cfg, "OTEL_EXPORTER_OTLP_ENDPOINT": col.HTTP, "OTEL_BSP_SCHEDULE_DELAY": "100"})
@@ -67,7 +87,7 @@ func TestOneSessionIsOneTraceAcrossServiceProcesses(t *testing.T) {
 	var trace []span
 	require.Eventually(t, func() bool {
 		trace = sessionTrace(col.spans(t), task.SessionID)
-		return len(named(trace, "chat m")) == 3 && len(named(trace, "execute_tool write_file")) == 1 &&
+		return len(chats(trace)) == 3 && len(named(trace, "execute_tool write_file")) == 1 &&
 			len(named(trace, "execute_tool read_file")) == 1
 	}, 30*time.Second, 100*time.Millisecond, "the session's spans never all arrived")
 
@@ -91,23 +111,27 @@ func TestOneSessionIsOneTraceAcrossServiceProcesses(t *testing.T) {
 	require.Equal(t, task.SessionID, root.Attrs["gen_ai.conversation.id"])
 	require.Equal(t, "text_response", root.Attrs["herald.exit_reason"])
 
-	for _, chat := range named(trace, "chat m") {
+	finishes, fallbacks := map[string]int{}, 0
+	for _, chat := range chats(trace) {
+		require.Equal(t, "chat m", chat.Name, "named after the model the loop asked for")
 		require.Equal(t, "herald-gateway", chat.Service)
 		require.Equal(t, root.SpanID, chat.ParentSpanID, "a model call hangs under its turn")
 		require.Equal(t, "chat", chat.Attrs["gen_ai.operation.name"])
-		require.Equal(t, "m", chat.Attrs["gen_ai.request.model"])
-		require.NotEmpty(t, chat.Attrs["gen_ai.provider.name"])
+		require.Equal(t, "openai", chat.Attrs["gen_ai.provider.name"])
 		require.Positive(t, chat.Attrs["gen_ai.usage.input_tokens"])
 		require.Positive(t, chat.Attrs["gen_ai.usage.output_tokens"])
-		require.EqualValues(t, 2, chat.Attrs["herald.attempts"], "the failed attempt and its retry are one call")
-		require.Contains(t, chat.Events, "retry")
+		require.GreaterOrEqual(t, chat.Attrs["herald.attempts"], int64(2), "the failed attempts and the answer are one call")
+		require.NotEmpty(t, chat.Events, "each call's failed first attempt is marked: a retry or a fallback")
 		require.NotContains(t, chat.Attrs, "gen_ai.input.messages", "contents are recorded only when asked for")
-	}
-	finishes := map[any]int{}
-	for _, chat := range named(trace, "chat m") {
 		finishes[fmt.Sprint(chat.Attrs["gen_ai.response.finish_reasons"])]++
+		if slices.Contains(chat.Events, "fallback") {
+			fallbacks++
+			require.Equal(t, "backup", chat.Attrs["gen_ai.response.model"])
+			require.Equal(t, true, chat.Attrs["herald.is_fallback"])
+		}
 	}
-	require.Equal(t, map[any]int{"[tool_calls]": 2, "[stop]": 1}, finishes)
+	require.Equal(t, map[string]int{"[tool_calls]": 2, "[stop]": 1}, finishes)
+	require.Equal(t, 1, fallbacks, "the refused step moved to the fallback")
 	for _, name := range []string{"execute_tool write_file", "execute_tool read_file"} {
 		tool := named(trace, name)[0]
 		require.Equal(t, "herald-toolrunner", tool.Service, "exported over gRPC")
@@ -130,6 +154,17 @@ func sessionTrace(all []span, sid string) []span {
 	var out []span
 	for _, s := range all {
 		if tid != "" && s.TraceID == tid {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// chats are the model-call spans, named after the model the loop asked for.
+func chats(spans []span) []span {
+	var out []span
+	for _, s := range spans {
+		if s.Attrs["gen_ai.operation.name"] == "chat" {
 			out = append(out, s)
 		}
 	}
