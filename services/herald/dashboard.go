@@ -9,8 +9,9 @@ import (
 )
 
 // dashboardHandler is accounting's cost dashboard over the ClickHouse at dsn.
-func dashboardHandler(dsn, token string, log zerolog.Logger) (http.Handler, error) {
+func dashboardHandler(dsn, token string, transcripts accounting.Transcripts, log zerolog.Logger) (http.Handler, error) {
 	d := accounting.NewDashboard(dsn, token, log)
+	d.SetTranscripts(transcripts)
 	d.Handle("GET /metrics", telemetry.Handler()) // under the dashboard's access rule
 	return d, nil
 }

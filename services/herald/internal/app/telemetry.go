@@ -7,6 +7,10 @@ import (
 	"time"
 
 	"github.com/heraldrun/herald/pkg/service"
+	"github.com/heraldrun/herald/proto/heraldpb"
+	"github.com/heraldrun/herald/services/accounting"
+	"github.com/heraldrun/herald/services/loop"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // traceFlushTimeout bounds how long a stopping process waits for its last
@@ -34,4 +38,12 @@ func (a *App) flushTraces(ctx context.Context) {
 		a.log.Debug().Err(err).Msg("last spans not exported")
 	}
 	a.stopTraces = nil
+}
+
+// Transcripts reads session transcripts for the dashboard's trace page.
+func Transcripts(js jetstream.JetStream) accounting.Transcripts {
+	return func(ctx context.Context, sid string) ([]*heraldpb.TranscriptEntry, error) {
+		_, entries, err := loop.SessionTranscript(ctx, js, sid)
+		return entries, err
+	}
 }

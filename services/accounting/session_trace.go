@@ -1,0 +1,338 @@
+package accounting
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/heraldrun/herald/proto/heraldpb"
+)
+
+// Transcripts reads a session's committed transcript. The dashboard does
+// not reach the bus itself: the herald binary, which runs the loop too,
+// hands it this reader (see SetTranscripts).
+type Transcripts func(ctx context.Context, sessionID string) ([]*heraldpb.TranscriptEntry, error)
+
+// SessionTrace is one session as a trace: per turn, the timeline of its
+// model attempts and tool runs, with the messages and tool arguments and
+// results they carried when the transcript is readable.
+type SessionTrace struct {
+	SessionID   string      `json:"session_id"`
+	Tenant      string      `json:"tenant"`
+	Start       time.Time   `json:"start"`
+	DurationMs  int64       `json:"duration_ms"`
+	CostNanoUSD uint64      `json:"cost_nano_usd"`
+	Turns       []TraceTurn `json:"turns"`
+	// Transcript says why messages are missing ("" when they are shown).
+	Transcript string `json:"transcript_unavailable,omitempty"`
+}
+
+// TraceTurn is one turn: the user's prompt and what answered it.
+type TraceTurn struct {
+	Turn        int         `json:"turn"`
+	Prompt      *Excerpt    `json:"prompt,omitempty"`
+	CostNanoUSD uint64      `json:"cost_nano_usd"`
+	Spans       []TraceSpan `json:"spans"`
+}
+
+// TraceSpan is one model attempt (Kind "model") or tool run ("tool"),
+// placed on the session's timeline.
+type TraceSpan struct {
+	Kind       string    `json:"kind"`
+	Name       string    `json:"name"`
+	Start      time.Time `json:"start"`
+	OffsetMs   int64     `json:"offset_ms"`
+	DurationMs int64     `json:"duration_ms"`
+	Step       int       `json:"step"`
+	Status     string    `json:"status"`
+	ErrorClass string    `json:"error_class,omitempty"`
+	// Model attempts.
+	Provider     string `json:"provider,omitempty"`
+	Model        string `json:"model,omitempty"`
+	Purpose      string `json:"purpose,omitempty"`
+	Attempt      uint16 `json:"attempt,omitempty"`
+	Retry        bool   `json:"retry,omitempty"`
+	Fallback     bool   `json:"fallback,omitempty"`
+	InputTokens  uint64 `json:"input_tokens,omitempty"`
+	CachedTokens uint64 `json:"cached_tokens,omitempty"`
+	OutputTokens uint64 `json:"output_tokens,omitempty"`
+	CostNanoUSD  uint64 `json:"cost_nano_usd"`
+	// Output is the step's answer, on the attempt that gave it.
+	Output *Excerpt `json:"output,omitempty"`
+	// Tool runs.
+	Tool      string   `json:"tool,omitempty"`
+	CallID    string   `json:"call_id,omitempty"`
+	Runner    string   `json:"runner,omitempty"`
+	Arguments *Excerpt `json:"arguments,omitempty"`
+	Result    *Excerpt `json:"result,omitempty"`
+	// LeftPct and WidthPct place the span on the timeline.
+	LeftPct  float64 `json:"-"`
+	WidthPct float64 `json:"-"`
+	turn     int
+}
+
+// Excerpt is a text shown cut to Short, with the whole (up to a bound)
+// behind an expander when Cut.
+type Excerpt struct {
+	Short string `json:"short"`
+	Full  string `json:"full"`
+	Cut   bool   `json:"cut"`
+}
+
+const (
+	excerptShort = 240
+	excerptFull  = 20_000
+)
+
+func excerpt(s string) *Excerpt {
+	if s == "" {
+		return nil
+	}
+	e := &Excerpt{Short: cut(s, excerptShort), Full: cut(s, excerptFull)}
+	e.Cut = e.Short != s
+	return e
+}
+
+func cut(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && s[n]&0xC0 == 0x80 {
+		n--
+	}
+	return s[:n] + "…"
+}
+
+// SetTranscripts lets the session trace show messages, tool arguments and
+// results.
+func (d *Dashboard) SetTranscripts(t Transcripts) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.transcripts = t
+}
+
+func (d *Dashboard) routeTrace() {
+	d.mux.HandleFunc("GET /sessions/{id}/trace", d.page(d.tracePage))
+	d.mux.HandleFunc("GET /api/sessions/{id}/trace", d.api(d.traceAPI))
+}
+
+func (d *Dashboard) traceAPI(ctx context.Context, st *store, r *http.Request) (any, error) {
+	return d.sessionTrace(ctx, st, r.PathValue("id"))
+}
+
+func (d *Dashboard) tracePage(ctx context.Context, st *store, r *http.Request) (any, error) {
+	tr, err := d.sessionTrace(ctx, st, r.PathValue("id"))
+	if err != nil {
+		return nil, err
+	}
+	return pageData{template: "trace", Title: "Session " + tr.SessionID + " · trace", Trace: tr, Back: "../" + url.PathEscape(tr.SessionID)}, nil
+}
+
+func (d *Dashboard) sessionTrace(ctx context.Context, st *store, sid string) (SessionTrace, error) {
+	det, err := st.sessionDetail(ctx, sid)
+	if err != nil {
+		return SessionTrace{}, err
+	}
+	d.mu.Lock()
+	read := d.transcripts
+	d.mu.Unlock()
+	var entries []*heraldpb.TranscriptEntry
+	why := "the transcript is read only where the dashboard runs with the loop (herald up)"
+	if read != nil {
+		if entries, err = read(ctx, sid); err == nil {
+			why = ""
+		} else {
+			why = "transcript unavailable: " + err.Error()
+		}
+	}
+	tr := buildTrace(det, entries)
+	tr.Transcript = why
+	return tr, nil
+}
+
+// stepKey names a step of a turn.
+type stepKey struct{ turn, step int }
+
+// buildTrace lays the session's attempts and tool runs on one timeline and
+// groups them by turn. Attempts are tied to their turn and step by their
+// event id (<session>:<turn>:<step>:<attempt>:<n>), tool runs by their call
+// id (t<turn>s<step>c<index>); the transcript's k-th assistant message of a
+// turn is its step k's answer.
+func buildTrace(det SessionDetail, entries []*heraldpb.TranscriptEntry) SessionTrace {
+	tr := SessionTrace{SessionID: det.SessionID, Tenant: det.Tenant, CostNanoUSD: det.Total.CostNanoUSD}
+	msgs := indexTranscript(entries)
+	var spans []TraceSpan
+	answered := map[stepKey]bool{}
+	for _, s := range det.Steps {
+		turn, step := stepOfEvent(det.SessionID, s.EventID)
+		sp := TraceSpan{Kind: "model", Name: "chat " + s.Model, Start: s.TS.Add(-time.Duration(s.LatencyMs) * time.Millisecond),
+			DurationMs: int64(s.LatencyMs), Step: step, Status: s.Status, ErrorClass: s.ErrorClass, Provider: s.Provider,
+			Model: s.Model, Purpose: s.Purpose, Attempt: s.Attempt, Retry: s.Attempt > 1 && !s.Fallback, Fallback: s.Fallback,
+			InputTokens: s.InputTokens + s.CacheReadTokens + s.CacheWriteTokens, CachedTokens: s.CacheReadTokens,
+			OutputTokens: s.OutputTokens, CostNanoUSD: s.CostNanoUSD}
+		k := stepKey{turn, step}
+		if m := msgs.answers[k]; m != nil && s.Status == "ok" && !answered[k] && s.Purpose != "compression" {
+			sp.Output, answered[k] = excerpt(answerText(m)), true
+		}
+		sp.turn = turn
+		spans = append(spans, sp)
+	}
+	for _, e := range det.Tools {
+		turn, step, index := stepOfCall(e.CallID)
+		sp := TraceSpan{Kind: "tool", Name: "execute_tool " + e.Tool, Start: e.TS.Add(-time.Duration(e.DurationMs) * time.Millisecond),
+			DurationMs: int64(e.DurationMs), Step: step, Status: e.Status, Tool: e.Tool, CallID: e.CallID, Runner: e.Runner}
+		if m := msgs.answers[stepKey{turn, step}]; m != nil && index < len(m.GetToolCalls()) {
+			call := m.GetToolCalls()[index]
+			sp.Arguments = excerpt(call.GetArguments())
+			sp.Result = excerpt(msgs.results[call.GetId()])
+		}
+		sp.turn = turn
+		spans = append(spans, sp)
+	}
+	sort.SliceStable(spans, func(i, j int) bool { return spans[i].Start.Before(spans[j].Start) })
+	tr.Turns = groupTurns(spans, msgs.prompts)
+	place(&tr, spans)
+	return tr
+}
+
+func groupTurns(spans []TraceSpan, prompts map[int]string) []TraceTurn {
+	var turns []TraceTurn
+	at := map[int]int{}
+	for _, sp := range spans {
+		turn := sp.turn
+		i, ok := at[turn]
+		if !ok {
+			i, at[turn] = len(turns), len(turns)
+			turns = append(turns, TraceTurn{Turn: turn, Prompt: excerpt(prompts[turn])})
+		}
+		turns[i].CostNanoUSD += sp.CostNanoUSD
+		turns[i].Spans = append(turns[i].Spans, sp)
+	}
+	return turns
+}
+
+// place sets each span's offset from the session's first start and its
+// position on a timeline as wide as the session.
+func place(tr *SessionTrace, spans []TraceSpan) {
+	if len(spans) == 0 {
+		return
+	}
+	start, end := spans[0].Start, spans[0].Start
+	for _, sp := range spans {
+		if e := sp.Start.Add(time.Duration(sp.DurationMs) * time.Millisecond); e.After(end) {
+			end = e
+		}
+	}
+	tr.Start, tr.DurationMs = start.UTC(), max(end.Sub(start).Milliseconds(), 1)
+	for ti := range tr.Turns {
+		for si := range tr.Turns[ti].Spans {
+			sp := &tr.Turns[ti].Spans[si]
+			sp.OffsetMs = sp.Start.Sub(start).Milliseconds()
+			sp.LeftPct = 100 * float64(sp.OffsetMs) / float64(tr.DurationMs)
+			sp.WidthPct = max(100*float64(sp.DurationMs)/float64(tr.DurationMs), 0.4)
+			if sp.LeftPct+sp.WidthPct > 100 {
+				sp.WidthPct = max(100-sp.LeftPct, 0.4)
+			}
+		}
+	}
+}
+
+// transcriptIndex is what the trace needs from a transcript.
+type transcriptIndex struct {
+	answers map[stepKey]*heraldpb.ChatMessage
+	results map[string]string // tool results by the model's call id
+	prompts map[int]string    // each turn's user prompt
+}
+
+func indexTranscript(entries []*heraldpb.TranscriptEntry) transcriptIndex {
+	ix := transcriptIndex{answers: map[stepKey]*heraldpb.ChatMessage{}, results: map[string]string{}, prompts: map[int]string{}}
+	steps := map[int]int{}
+	for _, e := range entries {
+		m, turn := e.GetMessage(), int(e.GetTurn())
+		switch m.GetRole() {
+		case "user":
+			if _, ok := ix.prompts[turn]; !ok {
+				ix.prompts[turn] = m.GetContent()
+			}
+		case "assistant":
+			steps[turn]++
+			ix.answers[stepKey{turn, steps[turn]}] = m
+		case "tool":
+			ix.results[m.GetToolCallId()] = m.GetContent()
+		}
+	}
+	return ix
+}
+
+func answerText(m *heraldpb.ChatMessage) string {
+	text := m.GetContent()
+	if len(m.GetToolCalls()) > 0 {
+		var names []string
+		for _, c := range m.GetToolCalls() {
+			names = append(names, c.GetName())
+		}
+		if text != "" {
+			text += "\n"
+		}
+		text += "→ calls " + strings.Join(names, ", ")
+	}
+	return text
+}
+
+// stepOfEvent reads turn and step from a usage event id of the session's
+// own requests; 0, 0 for others (a compression's summary call).
+func stepOfEvent(sid, eventID string) (turn, step int) {
+	rest, ok := strings.CutPrefix(eventID, sid+":")
+	if !ok {
+		return 0, 0
+	}
+	parts := strings.Split(rest, ":")
+	if len(parts) < 4 {
+		return 0, 0
+	}
+	turn, err1 := strconv.Atoi(parts[0])
+	step, err2 := strconv.Atoi(parts[1])
+	if err1 != nil || err2 != nil {
+		return 0, 0
+	}
+	return turn, step
+}
+
+// stepOfCall reads turn, step and call index from a loop call id.
+func stepOfCall(callID string) (turn, step, index int) {
+	var n [3]int
+	rest := callID
+	for i, sep := range []string{"t", "s", "c"} {
+		var ok bool
+		if rest, ok = strings.CutPrefix(rest, sep); !ok {
+			return 0, 0, -1
+		}
+		j := strings.IndexFunc(rest, func(r rune) bool { return r < '0' || r > '9' })
+		if j < 0 {
+			j = len(rest)
+		}
+		v, err := strconv.Atoi(rest[:j])
+		if err != nil {
+			return 0, 0, -1
+		}
+		n[i], rest = v, rest[j:]
+	}
+	if rest != "" {
+		return 0, 0, -1
+	}
+	return n[0], n[1], n[2]
+}
+
+// dict builds a template argument from key, value pairs.
+func dict(kv ...any) map[string]any {
+	m := map[string]any{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		k, _ := kv[i].(string)
+		m[k] = kv[i+1]
+	}
+	return m
+}
