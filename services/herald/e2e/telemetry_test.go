@@ -1,10 +1,13 @@
 package e2e
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -54,7 +57,8 @@ func telemetryCluster(t *testing.T, col *collector, model *scripted.Server, work
 	t.Helper()
 	cfg := filepath.Join(t.TempDir(), "herald.yaml")
 	writeFile(t, cfg, "retry: {base_delay: 10ms, max_delay: 50ms}\n"+
-		"fallback_providers: [{provider: openai, model: backup, base_url: \""+model.URL+"\"}]\n")
+		"fallback_providers: [{provider: openai, model: backup, base_url: \""+model.URL+"\"}]\n"+
+		"pricing: {m: {input: 1, output: 2}, backup: {input: 1, output: 2}}\n")
 	c := startCluster(t, map[string]string{"HERALD_BASE_URL": model.URL, "HERALD_MODEL": "m",
 		"HERALD_API_KEY": secretKey, "HERALD_WORKSPACE": workspace, "HERALD_DATA_DIR": t.TempDir(),
 		"HERALD_CONFIG": cfg, "OTEL_EXPORTER_OTLP_ENDPOINT": col.HTTP, "OTEL_BSP_SCHEDULE_DELAY": "100"})
@@ -191,4 +195,107 @@ func scrape(t *testing.T, addr string) string {
 	body, err := io.ReadAll(resp.Body)
 	require.NoError(t, err)
 	return string(body)
+}
+
+// The operations dashboard's every query names metrics (and labels) that a
+// real scrape of the service processes has after a session ran.
+func TestOperationsDashboardQueriesMatchARealScrape(t *testing.T) {
+	col := startCollector(t)
+	model, err := scripted.Start(tracedScript())
+	require.NoError(t, err)
+	defer model.Close()
+	c, addrs := telemetryCluster(t, col, model, t.TempDir())
+	task := NewTask("write traced.txt, read it back and tell me what it says")
+	submit(t, c, task)
+	require.Equal(t, proto.ExitTextResponse, waitResult(t, c, task, 60*time.Second).ExitReason)
+	require.NoError(t, c.NC.Publish("herald.tasks", []byte("not a task"))) // dead-lettered by the loop
+
+	var scraped promScrape
+	require.Eventually(t, func() bool {
+		scraped = promScrape{}
+		for _, addr := range addrs {
+			scraped.add(scrape(t, addr))
+		}
+		return scraped.has("herald_dead_letters_total", "stream", "TASKS") &&
+			scraped.has("herald_trace_spans_exported_total", "", "")
+	}, 30*time.Second, 200*time.Millisecond, "the scrapes never showed the dead letter")
+	require.True(t, scraped.has("herald_model_calls_total", "status", "error"), "the failed attempts are counted")
+	require.True(t, scraped.has("herald_model_fallbacks_total", "error_class", "overloaded"))
+	require.True(t, scraped.has("herald_tool_runs_total", "tool", "write_file"))
+
+	data, err := os.ReadFile(filepath.Join("..", "..", "..", "deploy", "grafana", "herald-operations.json"))
+	require.NoError(t, err)
+	var dash struct {
+		Panels []struct {
+			Title   string
+			Targets []struct{ Expr string }
+		}
+	}
+	require.NoError(t, json.Unmarshal(data, &dash))
+	require.NotEmpty(t, dash.Panels)
+	for _, p := range dash.Panels {
+		require.NotEmpty(t, p.Targets, "panel %q has no query", p.Title)
+		for _, target := range p.Targets {
+			names := metricName.FindAllString(target.Expr, -1)
+			require.NotEmpty(t, names, "panel %q: %s names no herald metric", p.Title, target.Expr)
+			for _, name := range names {
+				labels, ok := scraped.series[name]
+				require.True(t, ok, "panel %q: %s is not in the scrape", p.Title, name)
+				for _, by := range groupLabels(target.Expr) {
+					require.True(t, by == "le" || labels[by], "panel %q: %s has no label %q", p.Title, name, by)
+				}
+			}
+		}
+	}
+}
+
+var (
+	metricName = regexp.MustCompile(`\bherald_[a-z0-9_]+`)
+	byClause   = regexp.MustCompile(`\bby \(([^)]*)\)`)
+	sampleLine = regexp.MustCompile(`^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? `)
+	labelPair  = regexp.MustCompile(`([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"`)
+)
+
+func groupLabels(expr string) []string {
+	var out []string
+	for _, m := range byClause.FindAllStringSubmatch(expr, -1) {
+		for _, l := range strings.Split(m[1], ",") {
+			out = append(out, strings.TrimSpace(l))
+		}
+	}
+	return out
+}
+
+// promScrape is the series of Prometheus text scrapes: each metric's label
+// names, and its label values.
+type promScrape struct {
+	series map[string]map[string]bool
+	values map[string]map[string]bool // metric -> "label=value"
+}
+
+func (p *promScrape) add(text string) {
+	if p.series == nil {
+		p.series, p.values = map[string]map[string]bool{}, map[string]map[string]bool{}
+	}
+	for _, line := range strings.Split(text, "\n") {
+		m := sampleLine.FindStringSubmatch(line)
+		if m == nil || strings.HasPrefix(line, "#") {
+			continue
+		}
+		if p.series[m[1]] == nil {
+			p.series[m[1]], p.values[m[1]] = map[string]bool{}, map[string]bool{}
+		}
+		for _, kv := range labelPair.FindAllStringSubmatch(m[2], -1) {
+			p.series[m[1]][kv[1]] = true
+			p.values[m[1]][kv[1]+"="+kv[2]] = true
+		}
+	}
+}
+
+// has says whether metric was scraped, with label=value when label is set.
+func (p *promScrape) has(metric, label, value string) bool {
+	if _, ok := p.series[metric]; !ok {
+		return false
+	}
+	return label == "" || p.values[metric][label+"="+value]
 }
