@@ -21,9 +21,11 @@ type Transcripts func(ctx context.Context, sessionID string) ([]*heraldpb.Transc
 // model attempts and tool runs, with the messages and tool arguments and
 // results they carried when the transcript is readable.
 type SessionTrace struct {
-	SessionID   string      `json:"session_id"`
-	Tenant      string      `json:"tenant"`
-	Start       time.Time   `json:"start"`
+	SessionID string    `json:"session_id"`
+	Tenant    string    `json:"tenant"`
+	Start     time.Time `json:"start"`
+	// DurationMs is the waterfall's length: the steps' attempts and tool
+	// calls, without the time between them (see buildTrace).
 	DurationMs  int64       `json:"duration_ms"`
 	CostNanoUSD uint64      `json:"cost_nano_usd"`
 	Turns       []TraceTurn `json:"turns"`
@@ -55,8 +57,9 @@ type TraceSpan struct {
 	Model        string `json:"model,omitempty"`
 	Purpose      string `json:"purpose,omitempty"`
 	Attempt      uint16 `json:"attempt,omitempty"`
-	Retry        bool   `json:"retry,omitempty"`
-	Fallback     bool   `json:"fallback,omitempty"`
+	Retry        bool   `json:"retry,omitempty"`    // after a failed attempt, same model
+	Fallback     bool   `json:"fallback,omitempty"` // after a failed attempt, another model
+	OnFallback   bool   `json:"on_fallback,omitempty"`
 	InputTokens  uint64 `json:"input_tokens,omitempty"`
 	CachedTokens uint64 `json:"cached_tokens,omitempty"`
 	OutputTokens uint64 `json:"output_tokens,omitempty"`
@@ -73,6 +76,7 @@ type TraceSpan struct {
 	LeftPct  float64 `json:"-"`
 	WidthPct float64 `json:"-"`
 	turn     int
+	seq      int // attempt number, or the call's index in its step
 }
 
 // Excerpt is a text shown cut to Short, with the whole (up to a bound)
@@ -82,6 +86,9 @@ type Excerpt struct {
 	Full  string `json:"full"`
 	Cut   bool   `json:"cut"`
 }
+
+// minBar is the narrowest bar on the timeline, in percent of its width.
+const minBar = 0.8
 
 const (
 	excerptShort = 240
@@ -162,52 +169,88 @@ type stepKey struct{ turn, step int }
 // event id (<session>:<turn>:<step>:<attempt>:<n>), tool runs by their call
 // id (t<turn>s<step>c<index>); the transcript's k-th assistant message of a
 // turn is its step k's answer.
+//
+// The tables keep whole seconds (ClickHouse 18.16 has no DateTime64), too
+// coarse to order calls a few milliseconds apart, so the timeline is a
+// waterfall in the loop's own order: each step's attempts one after the
+// other, then its tool calls side by side (as they are dispatched),
+// each as long as it took; the time between steps is not shown.
 func buildTrace(det SessionDetail, entries []*heraldpb.TranscriptEntry) SessionTrace {
 	tr := SessionTrace{SessionID: det.SessionID, Tenant: det.Tenant, CostNanoUSD: det.Total.CostNanoUSD}
 	msgs := indexTranscript(entries)
 	var spans []TraceSpan
-	answered := map[stepKey]bool{}
 	for _, s := range det.Steps {
 		turn, step := stepOfEvent(det.SessionID, s.EventID)
-		sp := TraceSpan{Kind: "model", Name: "chat " + s.Model, Start: s.TS.Add(-time.Duration(s.LatencyMs) * time.Millisecond),
+		spans = append(spans, TraceSpan{Kind: "model", Name: "chat " + s.Model, Start: s.TS,
 			DurationMs: int64(s.LatencyMs), Step: step, Status: s.Status, ErrorClass: s.ErrorClass, Provider: s.Provider,
-			Model: s.Model, Purpose: s.Purpose, Attempt: s.Attempt, Retry: s.Attempt > 1 && !s.Fallback, Fallback: s.Fallback,
+			Model: s.Model, Purpose: s.Purpose, Attempt: s.Attempt, OnFallback: s.Fallback,
 			InputTokens: s.InputTokens + s.CacheReadTokens + s.CacheWriteTokens, CachedTokens: s.CacheReadTokens,
-			OutputTokens: s.OutputTokens, CostNanoUSD: s.CostNanoUSD}
-		k := stepKey{turn, step}
-		if m := msgs.answers[k]; m != nil && s.Status == "ok" && !answered[k] && s.Purpose != "compression" {
-			sp.Output, answered[k] = excerpt(answerText(m)), true
-		}
-		sp.turn = turn
-		spans = append(spans, sp)
+			OutputTokens: s.OutputTokens, CostNanoUSD: s.CostNanoUSD, turn: turn, seq: int(s.Attempt)})
 	}
 	for _, e := range det.Tools {
 		turn, step, index := stepOfCall(e.CallID)
-		sp := TraceSpan{Kind: "tool", Name: "execute_tool " + e.Tool, Start: e.TS.Add(-time.Duration(e.DurationMs) * time.Millisecond),
-			DurationMs: int64(e.DurationMs), Step: step, Status: e.Status, Tool: e.Tool, CallID: e.CallID, Runner: e.Runner}
-		if m := msgs.answers[stepKey{turn, step}]; m != nil && index < len(m.GetToolCalls()) {
+		sp := TraceSpan{Kind: "tool", Name: "execute_tool " + e.Tool, Start: e.TS, DurationMs: int64(e.DurationMs),
+			Step: step, Status: e.Status, Tool: e.Tool, CallID: e.CallID, Runner: e.Runner, turn: turn, seq: index}
+		if m := msgs.answers[stepKey{turn, step}]; m != nil && index >= 0 && index < len(m.GetToolCalls()) {
 			call := m.GetToolCalls()[index]
 			sp.Arguments = excerpt(call.GetArguments())
 			sp.Result = excerpt(msgs.results[call.GetId()])
 		}
-		sp.turn = turn
 		spans = append(spans, sp)
 	}
-	sort.SliceStable(spans, func(i, j int) bool { return spans[i].Start.Before(spans[j].Start) })
+	sort.SliceStable(spans, func(i, j int) bool { return loopOrder(spans[i], spans[j]) })
+	markAttempts(spans, msgs)
 	tr.Turns = groupTurns(spans, msgs.prompts)
-	place(&tr, spans)
+	place(&tr)
 	return tr
+}
+
+// loopOrder sorts spans as the loop ran them: by turn and step, a step's
+// model attempts before its tool calls; spans of no known step (a
+// compression's summary call) last, by time.
+func loopOrder(a, b TraceSpan) bool {
+	ka, kb := a.turn == 0, b.turn == 0
+	switch {
+	case ka != kb:
+		return kb
+	case ka:
+		return a.Start.Before(b.Start)
+	case a.turn != b.turn:
+		return a.turn < b.turn
+	case a.Step != b.Step:
+		return a.Step < b.Step
+	case a.Kind != b.Kind:
+		return a.Kind == "model"
+	}
+	return a.seq < b.seq
+}
+
+// markAttempts marks, within each step, an attempt after a failed one as a
+// retry (same model) or a fallback (another), and gives the step's answer
+// to the attempt that produced it.
+func markAttempts(spans []TraceSpan, msgs transcriptIndex) {
+	for i := range spans {
+		sp := &spans[i]
+		if sp.Kind != "model" || sp.turn == 0 {
+			continue
+		}
+		if i > 0 && spans[i-1].Kind == "model" && spans[i-1].turn == sp.turn && spans[i-1].Step == sp.Step {
+			sp.Retry, sp.Fallback = spans[i-1].Model == sp.Model, spans[i-1].Model != sp.Model
+		}
+		if m := msgs.answers[stepKey{sp.turn, sp.Step}]; m != nil && sp.Status == "ok" {
+			sp.Output = excerpt(answerText(m))
+		}
+	}
 }
 
 func groupTurns(spans []TraceSpan, prompts map[int]string) []TraceTurn {
 	var turns []TraceTurn
 	at := map[int]int{}
 	for _, sp := range spans {
-		turn := sp.turn
-		i, ok := at[turn]
+		i, ok := at[sp.turn]
 		if !ok {
-			i, at[turn] = len(turns), len(turns)
-			turns = append(turns, TraceTurn{Turn: turn, Prompt: excerpt(prompts[turn])})
+			i, at[sp.turn] = len(turns), len(turns)
+			turns = append(turns, TraceTurn{Turn: sp.turn, Prompt: excerpt(prompts[sp.turn])})
 		}
 		turns[i].CostNanoUSD += sp.CostNanoUSD
 		turns[i].Spans = append(turns[i].Spans, sp)
@@ -215,28 +258,34 @@ func groupTurns(spans []TraceSpan, prompts map[int]string) []TraceTurn {
 	return turns
 }
 
-// place sets each span's offset from the session's first start and its
-// position on a timeline as wide as the session.
-func place(tr *SessionTrace, spans []TraceSpan) {
-	if len(spans) == 0 {
-		return
-	}
-	start, end := spans[0].Start, spans[0].Start
-	for _, sp := range spans {
-		if e := sp.Start.Add(time.Duration(sp.DurationMs) * time.Millisecond); e.After(end) {
-			end = e
-		}
-	}
-	tr.Start, tr.DurationMs = start.UTC(), max(end.Sub(start).Milliseconds(), 1)
+// place lays the spans end to end (a step's tool calls side by side) and
+// sets each one's position on a timeline as long as the whole.
+func place(tr *SessionTrace) {
+	var cursor, stepEnd int64
+	last := stepKey{-1, -1}
 	for ti := range tr.Turns {
 		for si := range tr.Turns[ti].Spans {
 			sp := &tr.Turns[ti].Spans[si]
-			sp.OffsetMs = sp.Start.Sub(start).Milliseconds()
-			sp.LeftPct = 100 * float64(sp.OffsetMs) / float64(tr.DurationMs)
-			sp.WidthPct = max(100*float64(sp.DurationMs)/float64(tr.DurationMs), 0.4)
-			if sp.LeftPct+sp.WidthPct > 100 {
-				sp.WidthPct = max(100-sp.LeftPct, 0.4)
+			if k := (stepKey{sp.turn, sp.Step}); k != last || sp.Kind == "model" || sp.turn == 0 {
+				cursor, last = stepEnd, k
 			}
+			sp.OffsetMs = cursor
+			stepEnd = max(stepEnd, cursor+max(sp.DurationMs, 0))
+			if sp.Kind == "model" {
+				cursor = stepEnd
+			}
+			if tr.Start.IsZero() || sp.Start.Before(tr.Start) {
+				tr.Start = sp.Start.UTC()
+			}
+		}
+	}
+	tr.DurationMs = max(stepEnd, 1)
+	for ti := range tr.Turns {
+		for si := range tr.Turns[ti].Spans {
+			sp := &tr.Turns[ti].Spans[si]
+			// A bar is at least minBar wide, so an instant call stays visible.
+			sp.WidthPct = max(100*float64(sp.DurationMs)/float64(tr.DurationMs), minBar)
+			sp.LeftPct = min(100*float64(sp.OffsetMs)/float64(tr.DurationMs), 100-sp.WidthPct)
 		}
 	}
 }
