@@ -5,7 +5,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"strings"
-	"sync"
 	"sync/atomic"
 
 	"go.opentelemetry.io/otel"
@@ -40,10 +39,10 @@ func start(ctx context.Context, name string, opts ...trace.SpanStartOption) (con
 
 // CaptureContent says whether message contents, tool arguments and tool
 // results may be recorded on spans, as the GenAI conventions' opt-in
-// variable asks (off unless it is "true").
-var CaptureContent = sync.OnceValue(func() bool {
+// variable asks (off unless it is "true"). Only asked while tracing is on.
+func CaptureContent() bool {
 	return strings.EqualFold(strings.TrimSpace(os.Getenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT")), "true")
-})
+}
 
 // chosenIDs are the ids a span started under WithIDs gets.
 type chosenIDs struct {
