@@ -75,8 +75,12 @@ type TraceSpan struct {
 	// LeftPct and WidthPct place the span on the timeline.
 	LeftPct  float64 `json:"-"`
 	WidthPct float64 `json:"-"`
+	// Subagent is the delegated child session a span belongs to ("" for
+	// the session's own).
+	Subagent string `json:"subagent,omitempty"`
 	turn     int
-	seq      int // attempt number, or the call's index in its step
+	sub      stepKey // the child's own turn and step
+	seq      int     // attempt number, or the call's index in its step
 }
 
 // Excerpt is a text shown cut to Short, with the whole (up to a bound)
@@ -147,16 +151,19 @@ func (d *Dashboard) sessionTrace(ctx context.Context, st *store, sid string) (Se
 	d.mu.Lock()
 	read := d.transcripts
 	d.mu.Unlock()
-	var entries []*heraldpb.TranscriptEntry
 	why := "the transcript is read only where the dashboard runs with the loop (herald up)"
+	transcripts := map[string][]*heraldpb.TranscriptEntry{}
 	if read != nil {
-		if entries, err = read(ctx, sid); err == nil {
-			why = ""
-		} else {
-			why = "transcript unavailable: " + err.Error()
+		why = ""
+		for _, s := range append([]string{sid}, det.Subagents...) {
+			entries, err := read(ctx, s)
+			if err != nil && why == "" {
+				why = "transcript unavailable: " + err.Error()
+			}
+			transcripts[s] = entries
 		}
 	}
-	tr := buildTrace(det, entries)
+	tr := buildTrace(det, transcripts)
 	tr.Transcript = why
 	return tr, nil
 }
@@ -175,39 +182,69 @@ type stepKey struct{ turn, step int }
 // waterfall in the loop's own order: each step's attempts one after the
 // other, then its tool calls side by side (as they are dispatched),
 // each as long as it took; the time between steps is not shown.
-func buildTrace(det SessionDetail, entries []*heraldpb.TranscriptEntry) SessionTrace {
+func buildTrace(det SessionDetail, transcripts map[string][]*heraldpb.TranscriptEntry) SessionTrace {
 	tr := SessionTrace{SessionID: det.SessionID, Tenant: det.Tenant, CostNanoUSD: det.Total.CostNanoUSD}
-	msgs := indexTranscript(entries)
+	msgs := map[string]transcriptIndex{}
+	for sid, entries := range transcripts {
+		msgs[sid] = indexTranscript(entries)
+	}
 	var spans []TraceSpan
 	for _, s := range det.Steps {
-		turn, step := stepOfEvent(det.SessionID, s.EventID)
-		spans = append(spans, TraceSpan{Kind: "model", Name: "chat " + s.Model, Start: s.TS,
-			DurationMs: int64(s.LatencyMs), Step: step, Status: s.Status, ErrorClass: s.ErrorClass, Provider: s.Provider,
+		sp := TraceSpan{Kind: "model", Name: "chat " + s.Model, Start: s.TS,
+			DurationMs: int64(s.LatencyMs), Status: s.Status, ErrorClass: s.ErrorClass, Provider: s.Provider,
 			Model: s.Model, Purpose: s.Purpose, Attempt: s.Attempt, OnFallback: s.Fallback,
 			InputTokens: s.InputTokens + s.CacheReadTokens + s.CacheWriteTokens, CachedTokens: s.CacheReadTokens,
-			OutputTokens: s.OutputTokens, CostNanoUSD: s.CostNanoUSD, turn: turn, seq: int(s.Attempt)})
+			OutputTokens: s.OutputTokens, CostNanoUSD: s.CostNanoUSD, seq: int(s.Attempt)}
+		turn, step := stepOfEvent(sessionOf(s.SessionID, det.SessionID), s.EventID)
+		spans = append(spans, locate(sp, det.SessionID, sessionOf(s.SessionID, det.SessionID), turn, step))
 	}
 	for _, e := range det.Tools {
+		sid := sessionOf(e.SessionID, det.SessionID)
 		turn, step, index := stepOfCall(e.CallID)
 		sp := TraceSpan{Kind: "tool", Name: "execute_tool " + e.Tool, Start: e.TS, DurationMs: int64(e.DurationMs),
-			Step: step, Status: e.Status, Tool: e.Tool, CallID: e.CallID, Runner: e.Runner, turn: turn, seq: index}
-		if m := msgs.answers[stepKey{turn, step}]; m != nil && index >= 0 && index < len(m.GetToolCalls()) {
+			Status: e.Status, Tool: e.Tool, CallID: e.CallID, Runner: e.Runner, seq: index}
+		if m := msgs[sid].answers[stepKey{turn, step}]; m != nil && index >= 0 && index < len(m.GetToolCalls()) {
 			call := m.GetToolCalls()[index]
 			sp.Arguments = excerpt(call.GetArguments())
-			sp.Result = excerpt(msgs.results[call.GetId()])
+			sp.Result = excerpt(msgs[sid].results[call.GetId()])
 		}
-		spans = append(spans, sp)
+		spans = append(spans, locate(sp, det.SessionID, sid, turn, step))
 	}
 	sort.SliceStable(spans, func(i, j int) bool { return loopOrder(spans[i], spans[j]) })
-	markAttempts(spans, msgs)
-	tr.Turns = groupTurns(spans, msgs.prompts)
+	markAttempts(spans, msgs, det.SessionID)
+	tr.Turns = groupTurns(spans, msgs[det.SessionID].prompts)
 	place(&tr)
 	return tr
 }
 
+func sessionOf(rowSession, session string) string {
+	if rowSession == "" {
+		return session
+	}
+	return rowSession
+}
+
+// locate places a span of session sid at its step: the session's own turn
+// and step, or, for a delegated child (session <parent>-<call id>), the
+// parent's step that delegated, with the child's own turn and step kept.
+func locate(sp TraceSpan, parent, sid string, turn, step int) TraceSpan {
+	if sid == parent {
+		sp.turn, sp.Step = turn, step
+		return sp
+	}
+	sp.Subagent, sp.sub = sid, stepKey{turn, step}
+	if call, ok := strings.CutPrefix(sid, parent+"-"); ok {
+		if pt, ps, _ := stepOfCall(call); pt > 0 {
+			sp.turn, sp.Step = pt, ps
+		}
+	}
+	return sp
+}
+
 // loopOrder sorts spans as the loop ran them: by turn and step, a step's
-// model attempts before its tool calls; spans of no known step (a
-// compression's summary call) last, by time.
+// model attempts, then its tool calls, then the subagents it delegated to
+// (each in its own order); spans of no known step (a compression's summary
+// call) last, by time.
 func loopOrder(a, b TraceSpan) bool {
 	ka, kb := a.turn == 0, b.turn == 0
 	switch {
@@ -219,25 +256,40 @@ func loopOrder(a, b TraceSpan) bool {
 		return a.turn < b.turn
 	case a.Step != b.Step:
 		return a.Step < b.Step
+	case a.Subagent != b.Subagent:
+		return a.Subagent < b.Subagent // "" (the session's own) first
+	case a.sub != b.sub:
+		return a.sub.turn < b.sub.turn || a.sub.turn == b.sub.turn && a.sub.step < b.sub.step
 	case a.Kind != b.Kind:
 		return a.Kind == "model"
 	}
 	return a.seq < b.seq
 }
 
+// group is the step a span is laid out in: tool calls of one group run side
+// by side, model attempts one after the other.
+func (sp TraceSpan) group() string {
+	return strconv.Itoa(sp.turn) + "/" + strconv.Itoa(sp.Step) + "/" + sp.Subagent + "/" +
+		strconv.Itoa(sp.sub.turn) + "/" + strconv.Itoa(sp.sub.step)
+}
+
 // markAttempts marks, within each step, an attempt after a failed one as a
 // retry (same model) or a fallback (another), and gives the step's answer
 // to the attempt that produced it.
-func markAttempts(spans []TraceSpan, msgs transcriptIndex) {
+func markAttempts(spans []TraceSpan, msgs map[string]transcriptIndex, session string) {
 	for i := range spans {
 		sp := &spans[i]
 		if sp.Kind != "model" || sp.turn == 0 {
 			continue
 		}
-		if i > 0 && spans[i-1].Kind == "model" && spans[i-1].turn == sp.turn && spans[i-1].Step == sp.Step {
+		if i > 0 && spans[i-1].Kind == "model" && spans[i-1].group() == sp.group() {
 			sp.Retry, sp.Fallback = spans[i-1].Model == sp.Model, spans[i-1].Model != sp.Model
 		}
-		if m := msgs.answers[stepKey{sp.turn, sp.Step}]; m != nil && sp.Status == "ok" {
+		key, sid := stepKey{sp.turn, sp.Step}, session
+		if sp.Subagent != "" {
+			key, sid = sp.sub, sp.Subagent
+		}
+		if m := msgs[sid].answers[key]; m != nil && sp.Status == "ok" {
 			sp.Output = excerpt(answerText(m))
 		}
 	}
@@ -262,12 +314,12 @@ func groupTurns(spans []TraceSpan, prompts map[int]string) []TraceTurn {
 // sets each one's position on a timeline as long as the whole.
 func place(tr *SessionTrace) {
 	var cursor, stepEnd int64
-	last := stepKey{-1, -1}
+	last := ""
 	for ti := range tr.Turns {
 		for si := range tr.Turns[ti].Spans {
 			sp := &tr.Turns[ti].Spans[si]
-			if k := (stepKey{sp.turn, sp.Step}); k != last || sp.Kind == "model" || sp.turn == 0 {
-				cursor, last = stepEnd, k
+			if g := sp.group(); g != last || sp.Kind == "model" || sp.turn == 0 {
+				cursor, last = stepEnd, g
 			}
 			sp.OffsetMs = cursor
 			stepEnd = max(stepEnd, cursor+max(sp.DurationMs, 0))
