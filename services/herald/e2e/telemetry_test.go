@@ -211,10 +211,12 @@ func TestOperationsDashboardQueriesMatchARealScrape(t *testing.T) {
 	require.NoError(t, c.NC.Publish("herald.tasks", []byte("not a task"))) // dead-lettered by the loop
 
 	var scraped promScrape
+	var texts []string
 	require.Eventually(t, func() bool {
-		scraped = promScrape{}
+		scraped, texts = promScrape{}, nil
 		for _, addr := range addrs {
-			scraped.add(scrape(t, addr))
+			texts = append(texts, scrape(t, addr))
+			scraped.add(texts[len(texts)-1])
 		}
 		return scraped.has("herald_dead_letters_total", "stream", "TASKS") &&
 			scraped.has("herald_trace_spans_exported_total", "", "")
@@ -233,6 +235,18 @@ func TestOperationsDashboardQueriesMatchARealScrape(t *testing.T) {
 	}
 	require.NoError(t, json.Unmarshal(data, &dash))
 	require.NotEmpty(t, dash.Panels)
+	var later []string
+	for _, addr := range addrs {
+		later = append(later, scrape(t, addr))
+	}
+	queries := map[string]string{}
+	for _, p := range dash.Panels {
+		for i, target := range p.Targets {
+			// Grafana's $__rate_interval: two scrapes' worth here
+			queries[fmt.Sprintf("%s #%d", p.Title, i)] = strings.ReplaceAll(target.Expr, "$__rate_interval", "2m")
+		}
+	}
+	evalPanels(t, texts, later, queries)
 	for _, p := range dash.Panels {
 		require.NotEmpty(t, p.Targets, "panel %q has no query", p.Title)
 		for _, target := range p.Targets {
