@@ -224,6 +224,14 @@ func TestOperationsDashboardQueriesMatchARealScrape(t *testing.T) {
 	require.True(t, scraped.has("herald_model_calls_total", "status", "error"), "the failed attempts are counted")
 	require.True(t, scraped.has("herald_model_fallbacks_total", "error_class", "overloaded"))
 	require.True(t, scraped.has("herald_tool_runs_total", "tool", "write_file"))
+	require.Equal(t, 1.0, sample(texts, `herald_tool_runs_total{status="ok",tool="write_file"}`))
+	require.Equal(t, 1.0, sample(texts, "herald_turns_started_total"))
+	require.Equal(t, 1.0, sample(texts, `herald_turns_finished_total{exit_reason="text_response"}`))
+	require.Equal(t, 0.0, sample(texts, "herald_sessions_active"), "the session's turn is over")
+	require.Equal(t, 2.0, sample(texts, `herald_model_retries_total{error_class="server_error",provider="openai"}`))
+	require.Equal(t, 1.0, sample(texts, `herald_model_fallbacks_total{error_class="overloaded",provider="openai"}`))
+	require.Equal(t, 1.0, sample(texts, `herald_dead_letters_total{stream="TASKS"}`))
+	require.Positive(t, sample(texts, `herald_spend_usd_total{tenant="default"}`))
 
 	data, err := os.ReadFile(filepath.Join("..", "..", "..", "deploy", "grafana", "herald-operations.json"))
 	require.NoError(t, err)
@@ -312,4 +320,20 @@ func (p *promScrape) has(metric, label, value string) bool {
 		return false
 	}
 	return label == "" || p.values[metric][label+"="+value]
+}
+
+// sample is the sum of one series over the scrapes (0 when absent).
+func sample(texts []string, series string) float64 {
+	var sum float64
+	for _, text := range texts {
+		for _, line := range strings.Split(text, "\n") {
+			if v, ok := strings.CutPrefix(line, series+" "); ok {
+				var f float64
+				if _, err := fmt.Sscan(v, &f); err == nil {
+					sum += f
+				}
+			}
+		}
+	}
+	return sum
 }
