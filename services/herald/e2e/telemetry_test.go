@@ -22,14 +22,16 @@ import (
 // secretKey must never reach a span.
 const secretKey = "sk-telemetry-test-key-that-must-not-leak"
 
-// tracedScript writes a file, reads it back and answers. The first attempt
-// of every step fails: with 500 (retried on the same provider), except the
-// second step's 503, which moves it to the fallback at once (an overloaded
-// provider is left when a fallback can take over).
+// tracedScript writes a file, reads it back, notes it in memory (the memory
+// service's tool) and answers. The first attempt of every step fails: with
+// 500 (retried on the same provider), except the second step's 503, which
+// moves it to the fallback at once (an overloaded provider is left when a
+// fallback can take over).
 func tracedScript() scripted.Script {
 	steps := scripted.Conversation(
 		scripted.Tool("write_file", `{"path":"traced.txt","content":"seen from outside"}`),
 		scripted.Tool("read_file", `{"path":"traced.txt"}`),
+		scripted.Tool("memory", `{"action":"add","target":"memory","content":"traced.txt holds a note"}`),
 		scripted.Text("the file says: seen from outside"),
 	)
 	var mu sync.Mutex
@@ -91,8 +93,8 @@ func TestOneSessionIsOneTraceAcrossServiceProcesses(t *testing.T) {
 	var trace []span
 	require.Eventually(t, func() bool {
 		trace = sessionTrace(col.spans(t), task.SessionID)
-		return len(chats(trace)) == 3 && len(named(trace, "execute_tool write_file")) == 1 &&
-			len(named(trace, "execute_tool read_file")) == 1
+		return len(chats(trace)) == 4 && len(named(trace, "execute_tool write_file")) == 1 &&
+			len(named(trace, "execute_tool read_file")) == 1 && len(named(trace, "execute_tool memory")) == 1
 	}, 30*time.Second, 100*time.Millisecond, "the session's spans never all arrived")
 
 	byID := map[string]span{}
@@ -134,7 +136,7 @@ func TestOneSessionIsOneTraceAcrossServiceProcesses(t *testing.T) {
 			require.Equal(t, true, chat.Attrs["herald.is_fallback"])
 		}
 	}
-	require.Equal(t, map[string]int{"[tool_calls]": 2, "[stop]": 1}, finishes)
+	require.Equal(t, map[string]int{"[tool_calls]": 3, "[stop]": 1}, finishes)
 	require.Equal(t, 1, fallbacks, "the refused step moved to the fallback")
 	for _, name := range []string{"execute_tool write_file", "execute_tool read_file"} {
 		tool := named(trace, name)[0]
@@ -143,6 +145,9 @@ func TestOneSessionIsOneTraceAcrossServiceProcesses(t *testing.T) {
 		require.Equal(t, "ok", tool.Attrs["herald.tool.status"])
 		require.NotContains(t, tool.Attrs, "gen_ai.tool.call.arguments")
 	}
+	memory := named(trace, "execute_tool memory")[0]
+	require.Equal(t, "herald-compressor-memory", memory.Service, "the memory service's own process")
+	require.Equal(t, root.SpanID, memory.ParentSpanID)
 	require.NotContains(t, col.raw(t), secretKey, "no key reaches a span")
 	require.NotContains(t, col.raw(t), "seen from outside", "no message content without the opt-in")
 }
@@ -228,7 +233,7 @@ func TestOperationsDashboardQueriesMatchARealScrape(t *testing.T) {
 	require.Equal(t, 1.0, sample(texts, "herald_turns_started_total"))
 	require.Equal(t, 1.0, sample(texts, `herald_turns_finished_total{exit_reason="text_response"}`))
 	require.Equal(t, 0.0, sample(texts, "herald_sessions_active"), "the session's turn is over")
-	require.Equal(t, 2.0, sample(texts, `herald_model_retries_total{error_class="server_error",provider="openai"}`))
+	require.Equal(t, 3.0, sample(texts, `herald_model_retries_total{error_class="server_error",provider="openai"}`))
 	require.Equal(t, 1.0, sample(texts, `herald_model_fallbacks_total{error_class="overloaded",provider="openai"}`))
 	require.Equal(t, 1.0, sample(texts, `herald_dead_letters_total{stream="TASKS"}`))
 	require.Positive(t, sample(texts, `herald_spend_usd_total{tenant="default"}`))
