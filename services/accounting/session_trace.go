@@ -5,7 +5,6 @@ import (
 	"net/http"
 	"net/url"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
@@ -91,6 +90,9 @@ type Excerpt struct {
 	Cut   bool   `json:"cut"`
 }
 
+// maxTraceSubagents bounds the child transcripts one trace page reads.
+const maxTraceSubagents = 20
+
 // minBar is the narrowest bar on the timeline, in percent of its width.
 const minBar = 0.8
 
@@ -155,7 +157,8 @@ func (d *Dashboard) sessionTrace(ctx context.Context, st *store, sid string) (Se
 	transcripts := map[string][]*heraldpb.TranscriptEntry{}
 	if read != nil {
 		why = ""
-		for _, s := range append([]string{sid}, det.Subagents...) {
+		sessions := append([]string{sid}, det.Subagents[:min(len(det.Subagents), maxTraceSubagents)]...)
+		for _, s := range sessions {
 			entries, err := read(ctx, s)
 			if err != nil && why == "" {
 				why = "transcript unavailable: " + err.Error()
@@ -239,193 +242,6 @@ func locate(sp TraceSpan, parent, sid string, turn, step int) TraceSpan {
 		}
 	}
 	return sp
-}
-
-// loopOrder sorts spans as the loop ran them: by turn and step, a step's
-// model attempts, then its tool calls, then the subagents it delegated to
-// (each in its own order); spans of no known step (a compression's summary
-// call) last, by time.
-func loopOrder(a, b TraceSpan) bool {
-	ka, kb := a.turn == 0, b.turn == 0
-	switch {
-	case ka != kb:
-		return kb
-	case ka:
-		return a.Start.Before(b.Start)
-	case a.turn != b.turn:
-		return a.turn < b.turn
-	case a.Step != b.Step:
-		return a.Step < b.Step
-	case a.Subagent != b.Subagent:
-		return a.Subagent < b.Subagent // "" (the session's own) first
-	case a.sub != b.sub:
-		return a.sub.turn < b.sub.turn || a.sub.turn == b.sub.turn && a.sub.step < b.sub.step
-	case a.Kind != b.Kind:
-		return a.Kind == "model"
-	}
-	return a.seq < b.seq
-}
-
-// group is the step a span is laid out in: tool calls of one group run side
-// by side, model attempts one after the other.
-func (sp TraceSpan) group() string {
-	return strconv.Itoa(sp.turn) + "/" + strconv.Itoa(sp.Step) + "/" + sp.Subagent + "/" +
-		strconv.Itoa(sp.sub.turn) + "/" + strconv.Itoa(sp.sub.step)
-}
-
-// markAttempts marks, within each step, an attempt after a failed one as a
-// retry (same model) or a fallback (another), and gives the step's answer
-// to the attempt that produced it.
-func markAttempts(spans []TraceSpan, msgs map[string]transcriptIndex, session string) {
-	for i := range spans {
-		sp := &spans[i]
-		if sp.Kind != "model" || sp.turn == 0 {
-			continue
-		}
-		if i > 0 && spans[i-1].Kind == "model" && spans[i-1].group() == sp.group() {
-			sp.Retry, sp.Fallback = spans[i-1].Model == sp.Model, spans[i-1].Model != sp.Model
-		}
-		key, sid := stepKey{sp.turn, sp.Step}, session
-		if sp.Subagent != "" {
-			key, sid = sp.sub, sp.Subagent
-		}
-		if m := msgs[sid].answers[key]; m != nil && sp.Status == "ok" {
-			sp.Output = excerpt(answerText(m))
-		}
-	}
-}
-
-func groupTurns(spans []TraceSpan, prompts map[int]string) []TraceTurn {
-	var turns []TraceTurn
-	at := map[int]int{}
-	for _, sp := range spans {
-		i, ok := at[sp.turn]
-		if !ok {
-			i, at[sp.turn] = len(turns), len(turns)
-			turns = append(turns, TraceTurn{Turn: sp.turn, Prompt: excerpt(prompts[sp.turn])})
-		}
-		turns[i].CostNanoUSD += sp.CostNanoUSD
-		turns[i].Spans = append(turns[i].Spans, sp)
-	}
-	return turns
-}
-
-// place lays the spans end to end (a step's tool calls side by side) and
-// sets each one's position on a timeline as long as the whole.
-func place(tr *SessionTrace) {
-	var cursor, stepEnd int64
-	last := ""
-	for ti := range tr.Turns {
-		for si := range tr.Turns[ti].Spans {
-			sp := &tr.Turns[ti].Spans[si]
-			if g := sp.group(); g != last || sp.Kind == "model" || sp.turn == 0 {
-				cursor, last = stepEnd, g
-			}
-			sp.OffsetMs = cursor
-			stepEnd = max(stepEnd, cursor+max(sp.DurationMs, 0))
-			if sp.Kind == "model" {
-				cursor = stepEnd
-			}
-			if tr.Start.IsZero() || sp.Start.Before(tr.Start) {
-				tr.Start = sp.Start.UTC()
-			}
-		}
-	}
-	tr.DurationMs = max(stepEnd, 1)
-	for ti := range tr.Turns {
-		for si := range tr.Turns[ti].Spans {
-			sp := &tr.Turns[ti].Spans[si]
-			// A bar is at least minBar wide, so an instant call stays visible.
-			sp.WidthPct = max(100*float64(sp.DurationMs)/float64(tr.DurationMs), minBar)
-			sp.LeftPct = min(100*float64(sp.OffsetMs)/float64(tr.DurationMs), 100-sp.WidthPct)
-		}
-	}
-}
-
-// transcriptIndex is what the trace needs from a transcript.
-type transcriptIndex struct {
-	answers map[stepKey]*heraldpb.ChatMessage
-	results map[string]string // tool results by the model's call id
-	prompts map[int]string    // each turn's user prompt
-}
-
-func indexTranscript(entries []*heraldpb.TranscriptEntry) transcriptIndex {
-	ix := transcriptIndex{answers: map[stepKey]*heraldpb.ChatMessage{}, results: map[string]string{}, prompts: map[int]string{}}
-	steps := map[int]int{}
-	for _, e := range entries {
-		m, turn := e.GetMessage(), int(e.GetTurn())
-		switch m.GetRole() {
-		case "user":
-			if _, ok := ix.prompts[turn]; !ok {
-				ix.prompts[turn] = m.GetContent()
-			}
-		case "assistant":
-			steps[turn]++
-			ix.answers[stepKey{turn, steps[turn]}] = m
-		case "tool":
-			ix.results[m.GetToolCallId()] = m.GetContent()
-		}
-	}
-	return ix
-}
-
-func answerText(m *heraldpb.ChatMessage) string {
-	text := m.GetContent()
-	if len(m.GetToolCalls()) > 0 {
-		var names []string
-		for _, c := range m.GetToolCalls() {
-			names = append(names, c.GetName())
-		}
-		if text != "" {
-			text += "\n"
-		}
-		text += "→ calls " + strings.Join(names, ", ")
-	}
-	return text
-}
-
-// stepOfEvent reads turn and step from a usage event id of the session's
-// own requests; 0, 0 for others (a compression's summary call).
-func stepOfEvent(sid, eventID string) (turn, step int) {
-	rest, ok := strings.CutPrefix(eventID, sid+":")
-	if !ok {
-		return 0, 0
-	}
-	parts := strings.Split(rest, ":")
-	if len(parts) < 4 {
-		return 0, 0
-	}
-	turn, err1 := strconv.Atoi(parts[0])
-	step, err2 := strconv.Atoi(parts[1])
-	if err1 != nil || err2 != nil {
-		return 0, 0
-	}
-	return turn, step
-}
-
-// stepOfCall reads turn, step and call index from a loop call id.
-func stepOfCall(callID string) (turn, step, index int) {
-	var n [3]int
-	rest := callID
-	for i, sep := range []string{"t", "s", "c"} {
-		var ok bool
-		if rest, ok = strings.CutPrefix(rest, sep); !ok {
-			return 0, 0, -1
-		}
-		j := strings.IndexFunc(rest, func(r rune) bool { return r < '0' || r > '9' })
-		if j < 0 {
-			j = len(rest)
-		}
-		v, err := strconv.Atoi(rest[:j])
-		if err != nil {
-			return 0, 0, -1
-		}
-		n[i], rest = v, rest[j:]
-	}
-	if rest != "" {
-		return 0, 0, -1
-	}
-	return n[0], n[1], n[2]
 }
 
 // dict builds a template argument from key, value pairs.
