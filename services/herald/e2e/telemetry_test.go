@@ -342,3 +342,51 @@ func sample(texts []string, series string) float64 {
 	}
 	return sum
 }
+
+// A loop process killed mid-turn loses nothing of the trace either: the
+// loop that finishes the turn records its span with the ids chosen when it
+// started, so every span hangs in one tree.
+func TestTraceStaysOneTreeWhenTheLoopThatStartedTheTurnIsKilled(t *testing.T) {
+	col := startCollector(t)
+	model, err := scripted.Start(durableScript(nil))
+	require.NoError(t, err)
+	defer model.Close()
+	c := startCluster(t, map[string]string{"HERALD_BASE_URL": model.URL, "HERALD_MODEL": "m",
+		"HERALD_WORKSPACE": t.TempDir(), "HERALD_DATA_DIR": t.TempDir(),
+		"OTEL_EXPORTER_OTLP_ENDPOINT": col.HTTP, "OTEL_BSP_SCHEDULE_DELAY": "100"})
+	c.serve("gateway", "toolrunner", "memory", "compressor")
+	first := c.serve("loop")
+	task := NewTask("durable task")
+	killed := make(chan struct{})
+	onEvent(t, c, task.SessionID, func(ev proto.Event) bool { return ev.Type == proto.EventToolStarted && ev.Tool == "terminal" },
+		func() { first.kill9(); close(killed) })
+	submit(t, c, task)
+	select {
+	case <-killed:
+	case <-time.After(60 * time.Second):
+		t.Fatal("the kill point was never reached")
+	}
+	c.serve("loop")
+	require.Equal(t, proto.ExitTextResponse, waitResult(t, c, task, 90*time.Second).ExitReason)
+
+	var trace []span
+	require.Eventually(t, func() bool {
+		trace = sessionTrace(col.spans(t), task.SessionID)
+		return len(chats(trace)) == 5 && len(named(trace, "execute_tool terminal")) >= 2
+	}, 30*time.Second, 100*time.Millisecond, "the session's spans never all arrived")
+	byID := map[string]span{}
+	for _, s := range trace {
+		byID[s.SpanID] = s
+	}
+	roots := 0
+	for _, s := range trace {
+		if s.ParentSpanID == "" {
+			roots++
+			require.Equal(t, "invoke_agent herald", s.Name)
+			continue
+		}
+		_, ok := byID[s.ParentSpanID]
+		require.True(t, ok, "span %q hangs outside the tree", s.Name)
+	}
+	require.Equal(t, 1, roots)
+}
