@@ -115,9 +115,6 @@ func classifyStatus(se *statusError) *attemptError {
 	if class == ClassRateLimit {
 		ae.retryAfter = retryAfter(se.header, time.Now())
 	}
-	if class == ClassFormatError {
-		ae.policy.Retryable = false // the request itself was refused
-	}
 	return ae
 }
 
@@ -127,7 +124,7 @@ func statusClass(status int, body string) ErrorClass {
 		return ClassBilling
 	case status == http.StatusTooManyRequests:
 		return ClassRateLimit
-	case status == http.StatusUnauthorized || status == http.StatusForbidden:
+	case status == http.StatusUnauthorized || status == http.StatusForbidden || (status == http.StatusBadRequest && containsAny(body, authPhrases)):
 		return ClassAuth
 	case status < 500 && containsAny(body, contextOverflowPhrases):
 		return ClassContextOverflow
@@ -139,12 +136,12 @@ func statusClass(status int, body string) ErrorClass {
 		return ClassTimeout
 	case status == http.StatusServiceUnavailable || status == 529 || strings.Contains(body, "overloaded"):
 		return ClassOverloaded
-	case status >= 500:
+	case status >= 500 || (status == 0 && containsAny(body, serverErrorPhrases)):
 		return ClassServerError
 	case containsAny(body, contentPolicyPhrases):
 		return ClassContentPolicy
 	case status == http.StatusBadRequest || status == http.StatusUnprocessableEntity:
-		return ClassFormatError
+		return ClassInvalidRequest
 	default:
 		return ClassUnknown
 	}
@@ -154,6 +151,11 @@ var (
 	contextOverflowPhrases = []string{"context length", "context_length", "maximum context", "context window",
 		"prompt is too long", "input is too long", "too many tokens", "exceeds the context", "reduce the length",
 		"maximum number of tokens"}
+	// serverErrorPhrases name a failure reported inside a 200 stream
+	// (OpenRouter's mid-stream error, a failed Responses API response).
+	serverErrorPhrases = []string{"server_error", "internal_error", "internal server error"}
+	// authPhrases: Gemini answers a bad key with 400 INVALID_ARGUMENT.
+	authPhrases          = []string{"api key not valid", "api_key_invalid", "invalid_api_key", "invalid api key"}
 	billingPhrases       = []string{"insufficient_quota", "billing", "credit balance", "payment required", "exceeded your current quota"}
 	modelNotFoundPhrases = []string{"model_not_found", "does not exist", "unknown model", "no such model", "model not found"}
 	contentPolicyPhrases = []string{"content_policy", "content_filter", "content policy", "safety system", "flagged"}
@@ -194,20 +196,22 @@ func providerMessage(body string) string {
 	if trimmed == "" {
 		return "no error message in the response"
 	}
+	var list []json.RawMessage
+	if strings.HasPrefix(trimmed, "[") && json.Unmarshal([]byte(trimmed), &list) == nil && len(list) > 0 {
+		return providerMessage(string(list[0])) // Gemini's OpenAI endpoint wraps its error in a list
+	}
 	var shaped struct {
 		Error   json.RawMessage `json:"error"`
-		Message string          `json:"message"`
-		Detail  string          `json:"detail"`
+		Message json.RawMessage `json:"message"`
+		Detail  json.RawMessage `json:"detail"`
 	}
 	if json.Unmarshal([]byte(trimmed), &shaped) == nil {
 		var inner struct {
-			Message string `json:"message"`
+			Message json.RawMessage `json:"message"`
 		}
-		var s string
 		_ = json.Unmarshal(shaped.Error, &inner)
-		_ = json.Unmarshal(shaped.Error, &s)
-		for _, m := range []string{inner.Message, s, shaped.Message, shaped.Detail} {
-			if m = strings.TrimSpace(m); m != "" {
+		for _, raw := range []json.RawMessage{inner.Message, shaped.Error, shaped.Message, shaped.Detail} {
+			if m := strings.TrimSpace(messageText(raw)); m != "" {
 				return truncate(m, maxProviderMessageLen)
 			}
 		}
@@ -226,4 +230,36 @@ func htmlTitle(page string) string {
 		return ""
 	}
 	return " (" + truncate(page[i+len("<title>"):j], 100) + ")"
+}
+
+// messageText reads an error message that is a string or, as Mistral and
+// other pydantic-validated servers send it, a list of field errors
+// ({"detail":[{"loc":["body","stream_options"],"msg":"Extra inputs are not permitted"}]}).
+func messageText(raw json.RawMessage) string {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	type fieldError struct {
+		Loc []any  `json:"loc"`
+		Msg string `json:"msg"`
+	}
+	var list []fieldError
+	var wrapped struct {
+		Detail []fieldError `json:"detail"`
+	}
+	if json.Unmarshal(raw, &wrapped) == nil && len(wrapped.Detail) > 0 {
+		list = wrapped.Detail
+	} else if json.Unmarshal(raw, &list) != nil {
+		return ""
+	}
+	var parts []string
+	for _, e := range list {
+		loc := make([]string, 0, len(e.Loc))
+		for _, l := range e.Loc {
+			loc = append(loc, fmt.Sprint(l))
+		}
+		parts = append(parts, strings.TrimSpace(strings.Join(loc, ".")+": "+e.Msg))
+	}
+	return strings.Join(parts, "; ")
 }

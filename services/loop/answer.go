@@ -138,6 +138,12 @@ func (s *Service) onModelError(t *txn, resp *heraldpb.LLMResponse) error {
 		if ok, err := s.onOverflow(t); ok {
 			return err
 		}
+		if st.OverflowCompressions == 0 {
+			reason = proto.ExitFailed // refused, and nothing was tried to make it fit
+		}
+	case "invalid_request", "billing", "model_not_found", "content_policy":
+		// the provider refused the request itself: asking again cannot help
+		reason = proto.ExitFailed
 	}
 	if reason == proto.ExitAllRetriesExhausted && st.Step >= st.MaxIterations-1 {
 		reason = proto.ExitErrorNearMaxIterations
