@@ -34,7 +34,7 @@ func (s *Service) dispatchTools(t *txn, m *heraldpb.ChatMessage) error {
 		}
 		calls[i] = c
 	}
-	t.appendMsg(&heraldpb.ChatMessage{Role: "assistant", Content: m.Content, Reasoning: m.Reasoning, ToolCalls: m.ToolCalls})
+	t.appendMsg(&heraldpb.ChatMessage{Role: "assistant", Content: m.Content, Reasoning: m.Reasoning, ToolCalls: asRecorded(m.ToolCalls, calls)})
 	if invalid == len(calls) {
 		st.InvalidStrikes++
 		if st.InvalidStrikes >= maxInvalidStrikes {
@@ -63,12 +63,36 @@ func (s *Service) prepareCall(c *PendingCall, tc *heraldpb.ToolCall, known []str
 	}
 	c.Tool = name
 	args, err := RepairArgs(tc.Arguments)
+	var ae *ArgsError
+	if errors.As(err, &ae) && ae.CutOff {
+		return fmt.Sprintf("Error: the arguments of this %s call were cut off: %v. Nothing was done. "+
+			"Send the call again with complete arguments; if the content is long, split it over several smaller calls.", name, err)
+	}
 	if err != nil {
 		spec, _ := toolspec.Lookup(name)
 		return fmt.Sprintf("Error: the arguments for %s could not be used: %v. Send a JSON object matching this schema: %s", name, err, spec.ParametersJSON())
 	}
 	c.Args = args
 	return ""
+}
+
+// asRecorded is the model's calls as the history keeps them: under the
+// repaired tool name, with arguments every provider accepts (the repaired
+// object, or {} when the arguments were unusable; the call's result says
+// why). A name that matched no tool is kept as the model wrote it, so the
+// result naming it makes sense.
+func asRecorded(model []*heraldpb.ToolCall, calls []PendingCall) []*heraldpb.ToolCall {
+	out := make([]*heraldpb.ToolCall, len(model))
+	for i, tc := range model {
+		out[i] = &heraldpb.ToolCall{Id: tc.Id, Name: tc.Name, Arguments: calls[i].Args}
+		if calls[i].Tool != "" {
+			out[i].Name = calls[i].Tool
+		}
+		if out[i].Arguments == "" {
+			out[i].Arguments = WireArgs(tc.Arguments)
+		}
+	}
+	return out
 }
 
 // runSegment dispatches the calls of the current segment, skipping past
