@@ -39,6 +39,7 @@ func (s *Service) onModelAnswer(t *txn, resp *heraldpb.LLMResponse) error {
 	if m == nil {
 		m = &heraldpb.ChatMessage{}
 	}
+	moveThinking(m)
 	s.checkPressure(t, resp)
 	if st.Pending.Grace {
 		final := strings.TrimSpace(m.Content)
@@ -50,6 +51,9 @@ func (s *Service) onModelAnswer(t *txn, resp *heraldpb.LLMResponse) error {
 	}
 	if resp.FinishReason == "length" {
 		return s.onTruncated(t, m)
+	}
+	if resp.FinishReason == "content_filter" && len(m.ToolCalls) == 0 {
+		return s.onRefused(t, m)
 	}
 	if st.PartialContent != "" {
 		m.Content = st.PartialContent + m.Content
@@ -87,6 +91,21 @@ func (s *Service) onTruncated(t *txn, m *heraldpb.ChatMessage) error {
 		{Role: "assistant", Content: st.PartialContent},
 		{Role: "user", Content: nudgeContinue},
 	}, retry)
+}
+
+// onRefused ends a turn the provider's safety filter stopped: asking again
+// would be refused again, so it fails at once, with the model's own words
+// when it gave any.
+func (s *Service) onRefused(t *txn, m *heraldpb.ChatMessage) error {
+	t.state(proto.StateErrorHandling)
+	why := strings.TrimSpace(t.st.PartialContent + m.Content)
+	t.st.PartialContent = ""
+	if why == "" {
+		why = "The model gave no explanation."
+	}
+	final := "The model declined to answer this request (its provider's safety filter stopped it). " +
+		"Rephrase the request or narrow its context. The model's explanation: " + why
+	return s.finish(t, proto.ExitFailed, final, "content_policy: the response was stopped by the provider's content filter")
 }
 
 // onEmpty retries an empty reply: a nudge after tool results, prefill

@@ -8,10 +8,12 @@ import (
 	"unicode"
 )
 
-// RepairToolName maps a name the model produced to a known tool: case,
-// '-' and spaces to '_', CamelCase to snake_case, a '_tool' suffix dropped,
-// then the closest known name with similarity >= 0.7. ok is false when
-// nothing is close enough.
+// RepairToolName maps a name the model produced to a known tool: markup
+// leaked into the name is cut off (at the first quote or angle bracket, as
+// in `terminal" parameter="command"`), then case, '-' and spaces to '_',
+// CamelCase to snake_case, a 'tool' suffix dropped (up to twice), then the
+// closest known name with similarity >= 0.7. ok is false when nothing is
+// close enough.
 func RepairToolName(name string, known []string) (string, bool) {
 	set := map[string]bool{}
 	for _, k := range known {
@@ -20,11 +22,17 @@ func RepairToolName(name string, known []string) (string, bool) {
 	if set[name] {
 		return name, true
 	}
-	candidates := []string{strings.ToLower(name)}
+	if i := strings.IndexAny(name, `"'<>`); i > 0 {
+		name = name[:i]
+	}
 	n := strings.NewReplacer("-", "_", " ", "_").Replace(strings.TrimSpace(name))
-	candidates = append(candidates, strings.ToLower(n), snake(n))
-	for _, c := range append([]string(nil), candidates...) {
-		candidates = append(candidates, strings.TrimSuffix(c, "_tool"))
+	var candidates []string
+	for _, c := range []string{strings.ToLower(name), strings.ToLower(n), snake(n)} {
+		candidates = append(candidates, c)
+		for range 2 {
+			c = trimToolSuffix(c)
+			candidates = append(candidates, c)
+		}
 	}
 	for _, c := range candidates {
 		if set[c] {
@@ -33,11 +41,20 @@ func RepairToolName(name string, known []string) (string, bool) {
 	}
 	best, bestScore := "", 0.0
 	for _, k := range known {
-		if score := similarity(strings.TrimSuffix(snake(n), "_tool"), k); score > bestScore {
+		if score := similarity(strings.ToLower(name), k); score > bestScore {
 			best, bestScore = k, score
 		}
 	}
 	return best, bestScore >= 0.7
+}
+
+func trimToolSuffix(s string) string {
+	for _, suffix := range []string{"_tool", "-tool", "tool"} {
+		if t := strings.TrimSuffix(s, suffix); t != s {
+			return strings.TrimRight(t, "_-")
+		}
+	}
+	return s
 }
 
 func snake(s string) string {
