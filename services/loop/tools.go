@@ -21,6 +21,7 @@ import (
 func (s *Service) dispatchTools(t *txn, m *heraldpb.ChatMessage) error {
 	st := t.st
 	known := s.toolNames(st)
+	m.ToolCalls = uniqueCalls(m.ToolCalls)
 	calls := make([]PendingCall, len(m.ToolCalls))
 	invalid := 0
 	for i, tc := range m.ToolCalls {
@@ -52,6 +53,29 @@ func (s *Service) dispatchTools(t *txn, m *heraldpb.ChatMessage) error {
 	st.Pending = &Pending{Kind: waitTools, Calls: calls}
 	t.state(proto.StateActing)
 	return s.runSegment(t)
+}
+
+// uniqueCalls drops calls of one step that repeat an earlier call's name
+// and arguments with nothing but read-only calls between them: the model
+// asked for one thing twice (some providers' streams duplicate a call), and
+// running it twice (an append, a deploy) would do it twice. A repeat after a
+// call that may change things (read, write, read again) is kept. The
+// history keeps the calls that run.
+func uniqueCalls(calls []*heraldpb.ToolCall) []*heraldpb.ToolCall {
+	seen := map[string]bool{}
+	out := calls[:0:0]
+	for _, tc := range calls {
+		key := tc.Name + "\x00" + CanonicalArgs(tc.Arguments)
+		if seen[key] {
+			continue
+		}
+		if spec, ok := toolspec.Lookup(tc.Name); !ok || !spec.ReadOnly {
+			clear(seen) // what ran before may change what a repeat finds
+		}
+		seen[key] = true
+		out = append(out, tc)
+	}
+	return out
 }
 
 // prepareCall repairs the call's name and arguments; it returns why the call
