@@ -75,6 +75,10 @@ func (s *Service) onTruncated(t *txn, m *heraldpb.ChatMessage) error {
 	st := t.st
 	t.state(proto.StateErrorHandling)
 	usable := strings.TrimSpace(m.Content) != ""
+	if !usable && st.PartialContent == "" && strings.TrimSpace(m.Reasoning) != "" {
+		return s.finish(t, proto.ExitTruncated, "", "the model's output limit ran out while it was still reasoning, before it wrote any answer; "+
+			"raise the model's output limit or lower its reasoning effort")
+	}
 	if !usable && st.PartialContent == "" {
 		return s.finish(t, proto.ExitTruncated, "", "the model's first response was cut off by its output limit before it produced anything usable")
 	}

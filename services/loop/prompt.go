@@ -156,9 +156,7 @@ func (s *Service) contextFiles(workspace string) string {
 			continue
 		}
 		text := string(data)
-		if len(text) > maxContextFileChars {
-			text = text[:maxContextFileChars] + "\n[… truncated]"
-		}
+		text = truncateContextFile(name, text)
 		if hit := InjectionFound(text); hit != "" {
 			s.log.Warn().Str("file", name).Str("match", hit).Msg("context file blocked: looks like a prompt injection")
 			text = fmt.Sprintf("[BLOCKED: %s was not loaded because it contains text that looks like a prompt injection. Tell the user if its instructions matter.]", name)
@@ -166,6 +164,19 @@ func (s *Service) contextFiles(workspace string) string {
 		fmt.Fprintf(&b, "\n## %s\n%s\n", name, text)
 	}
 	return b.String()
+}
+
+// truncateContextFile keeps a long context file's head (70%) and tail
+// (20%) around a note saying what was left out: the end of an AGENTS.md
+// often holds the rules that matter most.
+func truncateContextFile(name, text string) string {
+	if len(text) <= maxContextFileChars {
+		return text
+	}
+	head := strings.ToValidUTF8(text[:maxContextFileChars*7/10], "")
+	tail := strings.ToValidUTF8(text[len(text)-maxContextFileChars*2/10:], "")
+	return fmt.Sprintf("%s\n[... %s truncated: kept the first %d and last %d of its %d characters; read the file for the rest.]\n%s",
+		head, name, len(head), len(tail), len(text), tail)
 }
 
 // buildSystemPrompt assembles the session's system prompt once, at its start;

@@ -202,7 +202,7 @@ func (s *Service) completeStep(t *txn) error {
 			if err != nil {
 				return err
 			}
-			content = res.Content
+			content = frameUntrusted(c.Tool, res.Content)
 			s.addChildCost(st, c, res)
 		}
 		t.appendMsg(&heraldpb.ChatMessage{Role: "tool", ToolCallId: c.ModelID, Name: c.Tool, Content: content})
