@@ -134,12 +134,16 @@ func (s *Service) onEmpty(t *txn, m *heraldpb.ChatMessage) error {
 		st.EmptyRetries++
 		t.retryEvent("empty answer; retrying")
 		return s.requestModel(t, []scaffoldMsg{{Role: "user", Content: nudgeEmpty}}, retry)
-	case !st.PreferFallback:
+	case !st.PreferFallback && s.cfg.Fallbacks > 0:
 		st.PreferFallback = true
 		t.retryEvent("empty answers persist; trying the fallback provider")
 		return s.requestModel(t, []scaffoldMsg{{Role: "user", Content: nudgeEmpty}}, retry)
 	}
-	explanation := fmt.Sprintf("The model returned no usable answer %d times in a row (empty or reasoning only, including a try on the fallback provider), so the turn was stopped.", st.Attempt+1)
+	tried := ""
+	if st.PreferFallback {
+		tried = ", including a try on the fallback provider"
+	}
+	explanation := fmt.Sprintf("The model returned no usable answer %d times in a row (empty or reasoning only%s), so the turn was stopped.", st.Attempt+1, tried)
 	return s.finish(t, proto.ExitEmptyResponseExhausted, explanation, "")
 }
 

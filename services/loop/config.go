@@ -30,6 +30,9 @@ type Config struct {
 	// PressureCooldown spaces context-pressure events of one session.
 	PressureCooldown time.Duration
 	Pool             string
+	// Fallbacks is how many fallback providers the gateway may turn to;
+	// with none, asking for the fallback would only ask the primary again.
+	Fallbacks int
 	// Now is the clock the cooldowns are measured by (nil: time.Now); tests
 	// move it forward instead of waiting.
 	Now func() time.Time
@@ -51,6 +54,7 @@ func ConfigFrom(c config.Config) Config {
 		SnapshotTimeout:       2 * time.Second,
 		PressureCooldown:      300 * time.Second,
 		Pool:                  bus.DefaultPool,
+		Fallbacks:             len(c.FallbackProviders),
 		Now:                   time.Now,
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/heraldrun/herald/pkg/config"
 	"github.com/heraldrun/herald/pkg/scripted"
@@ -57,4 +58,42 @@ func TestParity413WithCompressionDisabledFailsAtOnce(t *testing.T) {
 	require.Contains(t, res.Error, "Too Large")
 	require.Empty(t, res.ContinuedAs)
 	require.Empty(t, h.EventsOfType(task.SessionID, proto.EventCompression))
+}
+
+// §9 test_413_cannot_compress_further and "the 4th overflow compression in
+// one turn": a provider that answers 413 however small the history gets is
+// compressed for at most 3 times in the step, then the turn ends with the
+// provider's error; it never loops.
+func TestParity413ThatNeverGoesAwayStopsAfterThreeCompressions(t *testing.T) {
+	h := Start(t, func(r *scripted.Request) scripted.Reply {
+		if len(r.Tools) == 0 {
+			return scripted.Text("## Goal\nRead.")
+		}
+		if lastFileRead(r) < 2 {
+			return scripted.Tool("read_file", fmt.Sprintf(`{"path":"f%d.txt"}`, lastFileRead(r)+1))
+		}
+		return scripted.Reply{Status: 413, Body: `{"error":{"message":"Request Entity Too Large"}}`}
+	}, withConfig(func(c *config.Config) {
+		c.Compression.ProtectLastN = 2
+		c.Compression.ProtectFirstN = 2
+	}))
+	for i := range 3 {
+		require.NoError(t, writeWorkspaceFile(h, fmt.Sprintf("f%d.txt", i), fileContent(i)))
+	}
+	task := NewTask("read three files, then 413 forever")
+	res := h.Run(task)
+	require.NotEqual(t, proto.ExitTextResponse, res.ExitReason)
+	require.Contains(t, res.Error, "Too Large")
+	count := func(status string) int {
+		n := 0
+		for _, ev := range h.EventsOfType(task.SessionID, proto.EventCompression) {
+			if ev.Status == status {
+				n++
+			}
+		}
+		return n
+	}
+	require.Eventually(t, func() bool { return count("stopped") == 1 }, 5*time.Second, 10*time.Millisecond,
+		"compressions that save nothing stop compression (anti-thrash)")
+	require.Equal(t, 3, count("started"), "at most 3 compressions for one step")
 }

@@ -43,6 +43,11 @@ func TestParityToolCallThenAnswer(t *testing.T) {
 	require.Equal(t, "system,user,assistant,tool", wireRoles(reqs[1]))
 	require.Equal(t, "c1", reqs[1].Messages[3].ToolCallID)
 	require.Len(t, h.EventsOfType(task.SessionID, proto.EventToolFinished), 1, "the tool ran once")
+	for _, r := range reqs { // §0: every main-loop request offers the tools and streams with usage
+		require.NotEmpty(t, r.Tools)
+		require.True(t, r.Stream)
+		require.Contains(t, string(r.Raw), `"include_usage":true`)
+	}
 }
 
 // §1 RA::test_content_with_tool_calls_stays_silent_for_non_cli_quiet_mode:
