@@ -97,3 +97,41 @@ func TestParity413ThatNeverGoesAwayStopsAfterThreeCompressions(t *testing.T) {
 		"compressions that save nothing stop compression (anti-thrash)")
 	require.Equal(t, 3, count("started"), "at most 3 compressions for one step")
 }
+
+// §9 test_compression_trigger_excludes_reasoning.py: after a tool step the
+// trigger reads the provider's prompt tokens; a long completion or reasoning
+// does not count toward it.
+func TestParityCompressionTriggerIgnoresCompletionAndReasoningTokens(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		usage      scripted.Usage
+		compresses bool
+	}{
+		{"prompt under the threshold, huge reasoning", scripted.Usage{PromptTokens: 40_000, CompletionTokens: 60_000, ReasoningTokens: 55_000}, false},
+		{"prompt over the threshold", scripted.Usage{PromptTokens: 60_000, CompletionTokens: 100}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			u := tc.usage
+			h := Start(t, func(r *scripted.Request) scripted.Reply {
+				if len(r.Tools) == 0 {
+					return scripted.Text("## Goal\nRead.")
+				}
+				if r.AssistantCount() == 0 {
+					return scripted.Reply{ToolCalls: []scripted.Call{{Name: "read_file", Args: `{"path":"a.txt"}`}}, Usage: &u}
+				}
+				return scripted.Text("done")
+			}, withConfig(func(c *config.Config) { c.ContextWindows = map[string]int{"test-model": 100_000} }))
+			require.NoError(t, writeWorkspaceFile(h, "a.txt", "alpha"))
+			task := NewTask("trigger case " + tc.name)
+			res := h.Run(task)
+			require.Equal(t, proto.ExitTextResponse, res.ExitReason)
+			if tc.compresses {
+				require.Eventually(t, func() bool { return len(h.EventsOfType(task.SessionID, proto.EventCompression)) > 0 },
+					5*time.Second, 10*time.Millisecond)
+				return
+			}
+			require.Empty(t, h.EventsOfType(task.SessionID, proto.EventCompression))
+			require.Empty(t, res.ContinuedAs)
+		})
+	}
+}
