@@ -68,8 +68,10 @@ func (c *chatClient) stream(ctx context.Context, params openai.ChatCompletionNew
 	defer func() { _ = s.Close() }()
 	var acc openai.ChatCompletionAccumulator
 	var reasoning strings.Builder
+	var calls toolCallIndexer
 	for s.Next() {
 		chunk := s.Current()
+		calls.fix(&chunk)
 		if !acc.AddChunk(chunk) {
 			return modelAnswer{}, garbage("the stream sent a chunk that contradicts earlier ones")
 		}
