@@ -58,8 +58,8 @@ func (c *chatClient) complete(ctx context.Context, call modelCall) (modelAnswer,
 	ch := res.Choices[0]
 	msg := chatMessageFromWire(ch.Message)
 	msg.Reasoning = reasoningField(ch.Message.JSON.ExtraFields)
-	return modelAnswer{message: msg, finishReason: ch.FinishReason,
-		usage: chatUsage(res.Usage), promptTokens: res.Usage.PromptTokens}, nil
+	return asRefusal(modelAnswer{message: msg, finishReason: ch.FinishReason,
+		usage: chatUsage(res.Usage), promptTokens: res.Usage.PromptTokens}, ch.Message.Refusal), nil
 }
 
 func (c *chatClient) stream(ctx context.Context, params openai.ChatCompletionNewParams, onDelta func(string)) (modelAnswer, error) {
@@ -91,8 +91,8 @@ func (c *chatClient) stream(ctx context.Context, params openai.ChatCompletionNew
 	ch := acc.Choices[0]
 	msg := chatMessageFromWire(ch.Message)
 	msg.Reasoning = reasoning.String()
-	return modelAnswer{message: msg, finishReason: ch.FinishReason,
-		usage: chatUsage(acc.Usage), promptTokens: acc.Usage.PromptTokens}, nil
+	return asRefusal(modelAnswer{message: msg, finishReason: ch.FinishReason,
+		usage: chatUsage(acc.Usage), promptTokens: acc.Usage.PromptTokens}, ch.Message.Refusal), nil
 }
 
 // streamFailure classifies what broke a stream: an error event the provider

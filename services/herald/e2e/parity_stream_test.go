@@ -82,3 +82,17 @@ func TestParityStreamedCallsSplitOverDeltasAssemble(t *testing.T) {
 	require.Contains(t, results[0], "alpha")
 	require.Contains(t, results[1], "beta")
 }
+
+// §4 RA::TestRetryExhaustion::test_content_filter_refusal_surfaced_not_retried:
+// OpenAI's message.refusal with no content, finish stop, is a refusal:
+// one request, the turn fails with the model's words.
+func TestParityOpenAIRefusalFieldIsARefusal(t *testing.T) {
+	h := Start(t, scripted.Conversation(scripted.Reply{Raw: chatStream("stop",
+		map[string]any{"refusal": "I won't help "}, map[string]any{"refusal": "with that."})}))
+	task := NewTask("something refused")
+	res := h.Run(task)
+	require.Equal(t, proto.ExitFailed, res.ExitReason)
+	require.Len(t, convo(h, task.Prompt), 1, "a refusal is not asked again")
+	require.Contains(t, res.FinalResponse, "I won't help with that.")
+	require.Contains(t, res.Error, "content_policy")
+}
