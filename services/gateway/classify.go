@@ -129,10 +129,12 @@ func statusClass(status int, body string) ErrorClass {
 	switch {
 	case status < 500 && containsAny(body, contentPolicyPhrases):
 		return ClassContentPolicy
-	case status == http.StatusPaymentRequired && containsAny(body, usageLimitPhrases) && containsAny(body, transientPhrases):
+	case (status == http.StatusPaymentRequired || status == 0) && containsAny(body, usageLimitPhrases) && containsAny(body, transientPhrases):
 		return ClassRateLimit // a periodic usage cap that resets, not an empty wallet
-	case status == http.StatusPaymentRequired || containsAny(body, billingPhrases):
+	case status == http.StatusPaymentRequired || containsAny(body, billingPhrases) || (status == 0 && containsAny(body, usageLimitPhrases)):
 		return ClassBilling
+	case status == 0 && containsAny(body, authPhrases):
+		return ClassAuth // an error event inside a stream has no status of its own
 	case status == http.StatusTooManyRequests:
 		return ClassRateLimit
 	case status == http.StatusUnauthorized || status == http.StatusForbidden:
@@ -174,6 +176,8 @@ var (
 		"balance_depleted", "model_not_supported_on_free_tier", "not available on the free tier", "spending limit",
 		"key limit exceeded", "余额不足"}
 	usageLimitPhrases = []string{"usage limit", "quota", "limit exceeded"}
+	authPhrases       = []string{"invalid api key", "invalid_api_key", "authentication", "unauthorized", "invalid token",
+		"token expired", "token revoked", "access denied"}
 	transientPhrases  = []string{"try again", "retry", "resets at", "reset in", "wait", "requests remaining", "periodic", "window"}
 	rateLimitPhrases  = []string{"rate limit", "rate_limit", "too many requests", "throttled", "requests per minute",
 		"tokens per minute", "requests per day", "try again in", "please retry after", "resource_exhausted",

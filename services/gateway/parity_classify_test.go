@@ -62,6 +62,8 @@ func TestParityClassifierTable(t *testing.T) {
 		{400, "Your request was flagged by the moderation system as potentially violating OpenAI's usage policies.", "", ClassContentPolicy},
 		{400, "This content was flagged for possible cybersecurity risk. Trusted Access for Cyber program.", "", ClassContentPolicy},
 		{400, "The response was filtered: ResponsibleAIPolicyViolation (finish_reason=content_filter).", "", ClassContentPolicy},
+		{400, "Your prompt was flagged by our safety system", "", ClassContentPolicy},
+		{0, "This content was flagged for possible cybersecurity risk. Trusted Access for Cyber program.", "", ClassContentPolicy},
 		{400, "bad request: missing field 'model'", "", ClassFormatError},
 		{500, "", "", ClassServerError},
 		{400, "", "context_length_exceeded", ClassContextOverflow},
@@ -73,6 +75,68 @@ func TestParityClassifierTable(t *testing.T) {
 			body, _ := json.Marshal(map[string]any{"error": map[string]any{"message": tc.msg, "code": tc.code}})
 			got := classifyStatus(&statusError{status: tc.status, body: string(body)})
 			require.Equal(t, tc.want, got.class, "HTTP %d %q", tc.status, tc.msg)
+		})
+	}
+}
+
+// Hermes' examples without a status. In Herald they arrive as an error event
+// inside a stream (status 0), classified by the provider's words alone.
+func TestParityClassifierWithoutAStatus(t *testing.T) {
+	cases := []struct {
+		msg, code string
+		want      ErrorClass
+	}{
+		{"insufficient credits to complete this request", "", ClassBilling},
+		{"Model 'gpt-5' is not available on the Free Tier.", "", ClassBilling},
+		{"rate limit reached for this model", "", ClassRateLimit},
+		{"invalid api key provided", "", ClassAuth},
+		{"gpt-99 is not a valid model", "", ClassModelNotFound},
+		{"maximum context length exceeded", "", ClassContextOverflow},
+		{"usage limit exceeded, try again in 5 minutes", "", ClassRateLimit},
+		{"usage limit reached", "", ClassBilling},
+		{"quota exceeded, resets at midnight UTC", "", ClassRateLimit},
+		{"key limit exceeded, please wait before retrying", "", ClassRateLimit},
+		{"something weird happened", "", ClassUnknown},
+		{"", "", ClassUnknown},
+		{"", "resource_exhausted", ClassRateLimit},
+		{"", "model_not_found", ClassModelNotFound},
+		{"", "context_length_exceeded", ClassContextOverflow},
+		{"", "model_not_supported_on_free_tier", ClassBilling},
+	}
+	for _, tc := range cases {
+		t.Run(tc.msg+tc.code, func(t *testing.T) {
+			body, _ := json.Marshal(map[string]any{"error": map[string]any{"message": tc.msg, "code": tc.code}})
+			require.Equal(t, tc.want, classifyStatus(&statusError{body: string(body)}).class)
+		})
+	}
+}
+
+// Hermes' OpenRouter metadata.raw and body-shape edge cases.
+func TestParityClassifierBodyShapes(t *testing.T) {
+	raw := func(inner string) string {
+		b, _ := json.Marshal(map[string]any{"error": map[string]any{"message": "Provider returned error",
+			"metadata": map[string]any{"raw": inner}}})
+		return string(b)
+	}
+	cases := []struct {
+		status int
+		body   string
+		want   ErrorClass
+	}{
+		{400, raw(`{"error":{"message":"context length exceeded: 50000 > 32768"}}`), ClassContextOverflow},
+		{429, raw("Rate limit exceeded. Please retry after 30s."), ClassRateLimit},
+		{404, raw("The model gpt-99 does not exist"), ClassModelNotFound},
+		{500, "", ClassServerError},
+		{400, "just a string", ClassFormatError},
+		{500, `["a","list"]`, ClassServerError},
+		{422, `{"error":{"message":{"nested":"dict"}}}`, ClassFormatError},
+		{200, `{"error":{"message":"odd"}}`, ClassUnknown},
+	}
+	for _, tc := range cases {
+		t.Run(tc.body, func(t *testing.T) {
+			ae := classifyStatus(&statusError{status: tc.status, body: tc.body})
+			require.Equal(t, tc.want, ae.class)
+			require.NotEmpty(t, ae.Error(), "a message, never a crash")
 		})
 	}
 }
