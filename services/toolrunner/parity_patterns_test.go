@@ -58,7 +58,7 @@ var parityDangerous = []string{
 	"git reset --hard HEAD~3", "git push --force origin main", "git push -f origin main", "git clean -fd",
 	"git branch -D feature-branch", "git branch -d feature-branch", "sudo --stdin id", "sudo -n -S id", "sudo -nS id", "sudo -A id",
 	"sudo --askpass id", "killall -9 firefox", "killall -KILL firefox", "killall -SIGKILL firefox",
-	"killall -s KILL firefox", "killall -s 9 firefox", "killall -r 'fire.*'",
+	"killall -s KILL firefox", "killall -s 9 firefox", "killall -r 'fire.*'", "killall -9 -r 'herm.*'",
 	"sudo -S whoami", "echo hunter2 | sudo -S whoami", "sudo -S -u root whoami", "sudo -S apt-get install foo",
 	"echo password | sudo -S systemctl restart nginx", "sudo -k && sudo -S whoami", "\u009b31mrm\u009b0m -rf /",
 }
@@ -119,6 +119,9 @@ var parityHeraldRunsUnasked = []string{
 	"bash -c 'echo pwned'", "bash -lc 'echo pwned'", "bash -c \\\n'echo pwned'", "ksh -c 'echo test'",
 	"python3 << 'EOF'\nimport os\nEOF", "perl <<'END'\nprint 1\nEND", "node << 'JS'\nconsole.log(1)\nJS",
 	"python3 -c 'import os'", "chmod +x script.sh; ./script.sh",
+	// A project's config.yaml is not a secrets file to Herald (Hermes guards
+	// its own config.yaml, and any by that name).
+	"echo mode: prod > deploy/config.yaml", "mv tmp/generated.yaml config/config.yaml",
 }
 
 // And on this AP "safe" example: Herald asks before killing any process by
