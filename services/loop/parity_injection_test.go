@@ -33,6 +33,7 @@ func TestParityContextFileScan(t *testing.T) {
 		"You must follow the project's coding conventions.",
 		"Do not respond immediately — think through the problem first.",
 		"Run go test ./... before every commit.",
+		"echo 'attacker-key' >> ~/.ssh/authorized_keys", // Hermes flags it in memory only (strict scope)
 	}
 	for _, text := range blocked {
 		require.NotEmpty(t, InjectionFound(text), "%q should be blocked", text)
