@@ -178,8 +178,8 @@ var (
 	usageLimitPhrases = []string{"usage limit", "quota", "limit exceeded"}
 	authPhrases       = []string{"invalid api key", "invalid_api_key", "authentication", "unauthorized", "invalid token",
 		"token expired", "token revoked", "access denied"}
-	transientPhrases  = []string{"try again", "retry", "resets at", "reset in", "wait", "requests remaining", "periodic", "window"}
-	rateLimitPhrases  = []string{"rate limit", "rate_limit", "too many requests", "throttled", "requests per minute",
+	transientPhrases = []string{"try again", "retry", "resets at", "reset in", "wait", "requests remaining", "periodic", "window"}
+	rateLimitPhrases = []string{"rate limit", "rate_limit", "too many requests", "throttled", "requests per minute",
 		"tokens per minute", "requests per day", "try again in", "please retry after", "resource_exhausted",
 		"rate increased too quickly", "throttlingexception", "too many concurrent requests", "servicequotaexceededexception"}
 	unsupportedParamPhrases = []string{"unknown parameter", "unsupported parameter", "unrecognized request argument",
