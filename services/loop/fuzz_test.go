@@ -135,6 +135,7 @@ func checkRepaired(t *testing.T, msgs []*heraldpb.ChatMessage) {
 				var obj map[string]any
 				require.NoError(t, json.Unmarshal([]byte(c.Arguments), &obj), "arguments of call %q", c.Id)
 				require.NotNil(t, obj, "arguments of call %q", c.Id)
+				require.Regexp(t, `^[A-Za-z0-9_-]{1,64}$`, c.Name, "name of call %q", c.Id)
 			}
 		}
 	}

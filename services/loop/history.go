@@ -52,13 +52,13 @@ func RepairHistory(msgs []*heraldpb.ChatMessage) []*heraldpb.ChatMessage {
 }
 
 // withObjectArgs returns m, or a copy of it whose tool calls all carry JSON
-// objects as arguments: strict providers refuse a history holding anything
-// else. Sessions recorded before the loop stored repaired arguments, and
+// objects as arguments and names of the shape providers accept: strict
+// providers refuse a history holding anything else. Sessions recorded before the loop stored repaired arguments, and
 // histories from elsewhere, may hold the model's raw text.
 func withObjectArgs(m *heraldpb.ChatMessage) *heraldpb.ChatMessage {
 	ok := true
 	for _, c := range m.ToolCalls {
-		if _, valid := asObject(c.Arguments); !valid {
+		if _, valid := asObject(c.Arguments); !valid || WireToolName(c.Name) != c.Name {
 			ok = false
 		}
 	}
@@ -70,6 +70,7 @@ func withObjectArgs(m *heraldpb.ChatMessage) *heraldpb.ChatMessage {
 		if _, valid := asObject(tc.Arguments); !valid {
 			tc.Arguments = WireArgs(tc.Arguments)
 		}
+		tc.Name = WireToolName(tc.Name)
 	}
 	return c
 }

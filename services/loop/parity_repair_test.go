@@ -1,6 +1,7 @@
 package loop
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -48,5 +49,21 @@ func TestParityRepairToolNameTable(t *testing.T) {
 				require.Equal(t, tc.want, got)
 			}
 		})
+	}
+}
+
+// A name that repaired to no tool goes back to the provider in the shape
+// providers accept (OpenAI answers a history with another name with 400
+// "string does not match pattern"; HERMES-TESTS.md §8 has that message).
+func TestWireToolName(t *testing.T) {
+	for in, want := range map[string]string{
+		"read_file":      "read_file",
+		"launch-rockets": "launch-rockets",
+		`no_such_tool" parameter="x" string="true`: "no_such_tool__parameter__x__string__true",
+		"":                      "unknown_tool",
+		"工具":                    "unknown_tool",
+		strings.Repeat("a", 80): strings.Repeat("a", 64),
+	} {
+		require.Equal(t, want, WireToolName(in), "%q", in)
 	}
 }

@@ -3,6 +3,7 @@ package loop
 import (
 	"encoding/json"
 	"fmt"
+	"regexp"
 	"sort"
 	"strings"
 	"unicode"
@@ -141,6 +142,35 @@ func RepairArgs(raw string) (string, error) {
 		return "", &ArgsError{Reason: fmt.Sprintf("arguments must be a JSON object, got %s", jsonKind(v))}
 	}
 	return "", &ArgsError{Reason: fmt.Sprintf("arguments are not valid JSON: %v", err)}
+}
+
+// wireNamePattern is the shape providers require of a function name, in
+// requests and in the history they are sent back (OpenAI and Anthropic both
+// refuse a history whose call names do not match it).
+var wireNamePattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+
+// WireToolName is a call's name as every copy sent back to a provider
+// carries it: the name itself when providers accept it, else the name with
+// every other character replaced by '_' (cut to 64), so a name polluted with
+// markup that matched no tool cannot get the whole history refused.
+func WireToolName(name string) string {
+	if wireNamePattern.MatchString(name) {
+		return name
+	}
+	clean := strings.Map(func(r rune) rune {
+		if r < 128 && (unicode.IsLetter(r) || unicode.IsDigit(r) || r == '_' || r == '-') {
+			return r
+		}
+		return '_'
+	}, name)
+	clean = strings.Trim(clean, "_")
+	if len(clean) > 64 {
+		clean = clean[:64]
+	}
+	if clean == "" {
+		return "unknown_tool"
+	}
+	return clean
 }
 
 // WireArgs is what a call's arguments become in every copy sent back to a

@@ -104,14 +104,11 @@ func (s *Service) prepareCall(c *PendingCall, tc *heraldpb.ToolCall, known []str
 // repaired tool name, with arguments every provider accepts (the repaired
 // object, or {} when the arguments were unusable; the call's result says
 // why). A name that matched no tool is kept as the model wrote it, so the
-// result naming it makes sense.
+// result naming it makes sense, unless providers would refuse it.
 func asRecorded(model []*heraldpb.ToolCall, calls []PendingCall) []*heraldpb.ToolCall {
 	out := make([]*heraldpb.ToolCall, len(model))
 	for i, tc := range model {
-		out[i] = &heraldpb.ToolCall{Id: tc.Id, Name: tc.Name, Arguments: calls[i].Args}
-		if calls[i].Tool != "" {
-			out[i].Name = calls[i].Tool
-		}
+		out[i] = &heraldpb.ToolCall{Id: tc.Id, Name: WireToolName(calls[i].Tool), Arguments: calls[i].Args}
 		if out[i].Arguments == "" {
 			out[i].Arguments = WireArgs(tc.Arguments)
 		}
@@ -205,7 +202,7 @@ func (s *Service) completeStep(t *txn) error {
 			content = frameUntrusted(c.Tool, res.Content)
 			s.addChildCost(st, c, res)
 		}
-		t.appendMsg(&heraldpb.ChatMessage{Role: "tool", ToolCallId: c.ModelID, Name: c.Tool, Content: content})
+		t.appendMsg(&heraldpb.ChatMessage{Role: "tool", ToolCallId: c.ModelID, Name: WireToolName(c.Tool), Content: content})
 		fp = append(fp, c.Tool+" "+CanonicalArgs(c.Args)+" "+digest(content))
 	}
 	st.Status = statusThinking

@@ -288,3 +288,24 @@ func TestParityUnparseableArgumentsGoBackAsAnObject(t *testing.T) {
 		}
 	}
 }
+
+// A polluted name that matches no tool goes back in the shape providers
+// accept for a function name; the tool result still quotes what the model
+// wrote. (OpenAI refuses a history holding another name with 400 "string
+// does not match pattern", the message in Hermes' classifier examples.)
+func TestParityUnknownPollutedNameGoesBackInAProviderShape(t *testing.T) {
+	polluted := `no_such_tool" parameter="x" string="true`
+	for _, mode := range apiModes {
+		t.Run(mode, func(t *testing.T) {
+			h := Start(t, scripted.Conversation(scripted.Tool(polluted, `{"x":1}`), scripted.Text("ok")), withAPIMode(mode))
+			task := NewTask("call a polluted unknown tool")
+			res := h.Run(task)
+			require.Equal(t, proto.ExitTextResponse, res.ExitReason)
+			calls := requireObjectArgs(t, lastRequest(t, h, task.Prompt))
+			require.Len(t, calls, 1)
+			require.Regexp(t, `^[A-Za-z0-9_-]{1,64}$`, calls[0].Name)
+			results := toolContents(h.Transcript(task.SessionID))
+			require.Contains(t, results[0], `no tool named "no_such_tool\" parameter=\"x\" string=\"true"`)
+		})
+	}
+}
