@@ -121,6 +121,9 @@ func (s *Service) onEmpty(t *txn, m *heraldpb.ChatMessage) error {
 	hist := t.history()
 	afterTools := len(hist) > 0 && hist[len(hist)-1].Role == "tool"
 	thinking := strings.TrimSpace(m.Reasoning) != ""
+	if text := housekeepingText(hist); afterTools && text != "" {
+		return s.finish(t, proto.ExitTextResponse, text, "")
+	}
 	switch {
 	case afterTools && !st.NudgedAfterTools:
 		st.NudgedAfterTools = true
@@ -145,6 +148,32 @@ func (s *Service) onEmpty(t *txn, m *heraldpb.ChatMessage) error {
 	}
 	explanation := fmt.Sprintf("The model returned no usable answer %d times in a row (empty or reasoning only%s), so the turn was stopped.", st.Attempt+1, tried)
 	return s.finish(t, proto.ExitEmptyResponseExhausted, explanation, "")
+}
+
+// housekeepingTools only keep the agent's own notes; text written beside
+// calls of these alone is the model's answer, said before it tidied up.
+var housekeepingTools = map[string]bool{"memory": true, "todo": true, "session_search": true}
+
+// housekeepingText is the text of the last assistant message when every
+// call it made was housekeeping, else "". An empty reply after such a step
+// means the model had already answered.
+func housekeepingText(hist []*heraldpb.ChatMessage) string {
+	for i := len(hist) - 1; i >= 0; i-- {
+		m := hist[i]
+		if m.Role != "assistant" {
+			continue
+		}
+		if strings.TrimSpace(m.Content) == "" || len(m.ToolCalls) == 0 {
+			return ""
+		}
+		for _, c := range m.ToolCalls {
+			if !housekeepingTools[c.Name] {
+				return ""
+			}
+		}
+		return m.Content
+	}
+	return ""
 }
 
 // onModelError maps the gateway's error class to the turn's outcome.

@@ -423,3 +423,38 @@ func TestParityTruncatedToolCallWithLengthNeverRuns(t *testing.T) {
 	require.Error(t, err, "the tool never ran")
 	require.Len(t, convo(h, task.Prompt), 1)
 }
+
+// §4 housekeeping fallback: text written beside calls that only keep notes
+// (memory, todo, session_search), then an empty reply → that text is the
+// answer, at once. Beside a substantive tool the nudge path runs instead.
+func TestParityTextBesideHousekeepingCallsIsTheAnswerWhenNothingFollows(t *testing.T) {
+	t.Run("housekeeping only", func(t *testing.T) {
+		h := Start(t, scripted.Conversation(
+			scripted.Reply{Content: "Noted: you prefer tea.", ToolCalls: []scripted.Call{{Name: "memory",
+				Args: `{"action":"add","target":"user","content":"prefers tea"}`}}},
+			scripted.Reply{},
+		))
+		task := NewTask("remember that I prefer tea")
+		res := h.Run(task)
+		require.Equal(t, proto.ExitTextResponse, res.ExitReason)
+		require.Equal(t, "Noted: you prefer tea.", res.FinalResponse)
+		require.Len(t, convo(h, task.Prompt), 2, "no retry")
+	})
+	t.Run("a substantive tool", func(t *testing.T) {
+		h := Start(t, func(r *scripted.Request) scripted.Reply {
+			switch {
+			case r.AssistantCount() == 0:
+				return scripted.Reply{Content: "Reading it.", ToolCalls: []scripted.Call{{Name: "read_file", Args: `{"path":"n.txt"}`}}}
+			case strings.Contains(r.LastMessage().Text(), "You have the tool results above"):
+				return scripted.Text("It says hi.")
+			}
+			return scripted.Reply{}
+		})
+		require.NoError(t, writeWorkspaceFile(h, "n.txt", "hi"))
+		task := NewTask("read n.txt")
+		res := h.Run(task)
+		require.Equal(t, proto.ExitTextResponse, res.ExitReason)
+		require.Equal(t, "It says hi.", res.FinalResponse)
+		require.Len(t, convo(h, task.Prompt), 3, "the nudge ran")
+	})
+}
