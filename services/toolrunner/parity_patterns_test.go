@@ -137,3 +137,13 @@ func TestParityInterpretersRunUnasked_HeraldDiffers(t *testing.T) {
 		require.Equal(t, needsApproval, classifyCommand(cmd).verdict, "%q", cmd)
 	}
 }
+
+// A "(" that calls a function is not a subshell, but every other one is.
+func TestParenthesesOpenSubshellsUnlessTheyCallAFunction(t *testing.T) {
+	for _, cmd := range []string{"true&&(rm -rf /)", "(rm -rf /)", "if true;then(rm -rf /);fi", "x=$(reboot)", "echo $( reboot )"} {
+		require.Equal(t, alwaysBlocked, classifyCommand(cmd).verdict, "%q", cmd)
+	}
+	for _, cmd := range []string{`python3 -c 'print("shutdown")'`, `node -e 'halt(1)'`, "echo reboot(now)"} {
+		require.NotEqual(t, alwaysBlocked, classifyCommand(cmd).verdict, "%q", cmd)
+	}
+}

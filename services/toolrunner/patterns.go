@@ -35,7 +35,7 @@ func classifyCommand(command string) classification {
 		}
 	}
 	consider(classifyWhole(command, flat))
-	for _, part := range separators.Split(flat, -1) {
+	for _, part := range splitCommands(flat) {
 		consider(classifySudo(strings.Fields(part)))
 	}
 	for _, seg := range segments(flat) {
@@ -53,15 +53,38 @@ func normalizeCommand(command string) string {
 	return strings.TrimSpace(whitespace.ReplaceAllString(s, " "))
 }
 
-// separators split a line into simple commands. A "(" opens a subshell only
-// at a command position: print("x") is an argument, not a command.
-var separators = regexp.MustCompile("&&|\\|\\||[;|&\n`){}]|\\$\\(|(^|[\\s;&|])\\(")
+var separators = regexp.MustCompile("&&|\\|\\||[;|&\n`(){}]|\\$\\(")
+
+// callBefore matches a word written right before a "(": a function call
+// such as print("shutdown") in an interpreter's code, whose argument is
+// not a command. Shell keywords before "(" (then(rm -rf /)) still open one.
+var callBefore = regexp.MustCompile(`([a-z0-9_.]+)$`)
+
+var shellKeywords = map[string]bool{"then": true, "do": true, "else": true, "elif": true, "if": true,
+	"while": true, "until": true, "time": true, "exec": true}
+
+// splitCommands splits a normalized line into simple commands at the
+// separators, except at a "(" that calls a function.
+func splitCommands(flat string) []string {
+	var parts []string
+	start := 0
+	for _, m := range separators.FindAllStringIndex(flat, -1) {
+		if flat[m[0]:m[1]] == "(" {
+			if w := callBefore.FindString(flat[:m[0]]); w != "" && !shellKeywords[w] {
+				continue
+			}
+		}
+		parts = append(parts, flat[start:m[0]])
+		start = m[1]
+	}
+	return append(parts, flat[start:])
+}
 
 // segments splits a normalized line into simple commands, each with its
 // leading wrappers removed.
 func segments(flat string) []string {
 	var out []string
-	for _, part := range separators.Split(flat, -1) {
+	for _, part := range splitCommands(flat) {
 		if seg := stripWrappers(strings.Fields(part)); len(seg) > 0 {
 			out = append(out, strings.Join(seg, " "))
 		}
