@@ -1,0 +1,172 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/heraldrun/herald/pkg/scripted"
+	"github.com/stretchr/testify/require"
+)
+
+// chatScript answers by what the person last typed; a plain message is
+// answered with how many answers the session already holds, so a test sees
+// on the screen whether turns share one session.
+func chatScript(r *scripted.Request) scripted.Reply {
+	last := r.LastMessage()
+	if last.Role == "tool" {
+		return scripted.Reply{Content: "Done with the tool.", ChunkChars: 4}
+	}
+	// The newest message is the last paragraph: the loop merges a message
+	// into an interrupted turn's, which has no answer.
+	text := last.Text()
+	if i := strings.LastIndex(text, "\n\n"); i >= 0 {
+		text = text[i+2:]
+	}
+	switch {
+	case strings.Contains(text, "slow"):
+		return scripted.Reply{Content: "too late", Delay: time.Minute}
+	case strings.Contains(text, "write"):
+		return scripted.Tool("write_file", `{"path":"note.txt","content":"from chat\n"}`)
+	case strings.Contains(text, "clean"):
+		return scripted.Tool("terminal", `{"command":"rm -rf build"}`)
+	}
+	return scripted.Reply{Content: fmt.Sprintf("Hello! This session held %d answers before this one.", r.AssistantCount()), ChunkChars: 5}
+}
+
+// Many turns in one session, streamed with tool progress, and the slash
+// commands that move between sessions and models, typed on a real terminal.
+func TestChatTurnsShareASessionAndSlashCommandsWork(t *testing.T) {
+	model, err := scripted.Start(chatScript)
+	require.NoError(t, err)
+	defer model.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	term := startTerminal(t, chatCmd(t, ctx, dir, model.URL))
+	greeting := term.waitFor("/help for commands")
+	require.Contains(t, greeting, "in-process", "no NATS is reachable, so chat runs Herald in-process")
+	first := sessionShown(t, greeting)
+
+	term.typeKeys("hello\r")
+	term.waitFor("held 0 answers before this one.")
+	term.waitFor("text_response")
+	term.typeKeys("hello again\r")
+	term.waitFor("held 1 answers before this one.")
+
+	term.typeKeys("please write the note\r")
+	progress := term.waitFor("Done with the tool.")
+	require.Contains(t, progress, "⚙ write_file", "tool progress is shown as herald run shows it")
+	data, err := os.ReadFile(filepath.Join(dir, "note.txt"))
+	require.NoError(t, err, "the tool ran in the current directory")
+	require.Equal(t, "from chat\n", string(data))
+
+	term.typeKeys("/retry\r")
+	term.waitFor("retrying: please write the note")
+	term.waitFor("Done with the tool.")
+
+	term.typeKeys("/model other-model\r")
+	term.waitFor("model other-model")
+	term.typeKeys("hello with the other model\r")
+	term.waitFor("held 6 answers before this one.")
+	reqs := model.Requests()
+	require.Equal(t, "other-model", reqs[len(reqs)-1].Model, "/model changes the model of the next turns")
+
+	term.typeKeys("/cost\r")
+	term.waitFor("so far over 5 turns")
+
+	term.typeKeys("/new\r")
+	second := sessionShown(t, term.waitFor("new session s-")+term.waitFor("\n"))
+	require.NotEqual(t, first, second)
+	term.typeKeys("hello\r")
+	term.waitFor("held 0 answers before this one.")
+
+	term.typeKeys("/sessions\r")
+	listed := term.waitFor(second[:12])
+	require.Contains(t, listed, "SESSION")
+	term.typeKeys("/resume no-such-session\r")
+	term.waitFor("no session no-such-session")
+	term.typeKeys("/resume " + first + "\r")
+	term.waitFor("resumed session " + first + " · 5 turns")
+	term.typeKeys("hello\r")
+	term.waitFor("held 7 answers before this one.")
+
+	term.typeKeys("/bogus\r")
+	term.waitFor("unknown command /bogus")
+	term.typeKeys("/help\r")
+	term.waitFor("/resume ID")
+	term.typeKeys("/exit\r")
+	require.Equal(t, 0, term.exited())
+}
+
+// Ctrl-C during a turn stops that turn, keeps none of its answer and leaves
+// the program at the prompt; at the prompt it clears the line; Ctrl-D leaves.
+func TestChatCtrlCStopsTheTurnNotTheProgram(t *testing.T) {
+	model, err := scripted.Start(chatScript)
+	require.NoError(t, err)
+	defer model.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	term := startTerminal(t, chatCmd(t, ctx, t.TempDir(), model.URL))
+	term.waitFor("/help for commands")
+
+	term.typeKeys("hello\r")
+	term.waitFor("held 0 answers")
+	term.typeKeys("a slow question\r")
+	require.Eventually(t, func() bool { return model.Calls() == 2 }, time.Minute, 10*time.Millisecond, "the slow model call started")
+	start := time.Now()
+	term.typeKeys("\x03")
+	term.waitFor("interrupted: the unfinished answer is not kept")
+	require.Less(t, time.Since(start), 15*time.Second)
+	require.True(t, term.running(), "Ctrl-C stops the turn, never the program")
+
+	term.typeKeys("hello\r")
+	term.waitFor("held 1 answers before this one.")
+	last := model.Requests()[model.Calls()-1]
+	for _, m := range last.Messages {
+		require.NotContains(t, m.Text(), "too late", "the interrupted answer is not in the session")
+	}
+
+	term.typeKeys("\x1b[A") // arrow up: the last line typed comes back
+	require.Eventually(t, func() bool { return strings.HasSuffix(strings.TrimRight(term.screen(), " "), "› hello") },
+		10*time.Second, 20*time.Millisecond, "history recalls the last line; screen:\n%s", term.screenTail())
+	term.typeKeys("\x03")
+	term.waitFor("(Ctrl-D or /exit leaves)")
+	require.True(t, term.running())
+	term.typeKeys("\x04")
+	require.Equal(t, 0, term.exited())
+	history, err := os.ReadFile(filepath.Join(term.cmd.Dir, ".herald", "chat_history"))
+	require.NoError(t, err, "the prompt history is kept for the next chat")
+	require.Contains(t, string(history), "a slow question")
+}
+
+// A dangerous command is asked about on the chat line; the answer decides.
+func TestChatAsksApprovalInline(t *testing.T) {
+	model, err := scripted.Start(chatScript)
+	require.NoError(t, err)
+	defer model.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "build", "out.o"), "x")
+	term := startTerminal(t, chatCmd(t, ctx, dir, model.URL))
+	term.waitFor("/help for commands")
+	term.typeKeys("clean the build\r")
+	asked := term.waitFor("Allow it? [y/N]")
+	require.Contains(t, asked, "rm -rf build")
+	term.typeKeys("n\r")
+	term.waitFor("Done with the tool.")
+	require.DirExists(t, filepath.Join(dir, "build"), "denied: the command did not run")
+
+	term.typeKeys("clean the build again\r")
+	term.waitFor("Allow it? [y/N]")
+	term.typeKeys("y\r")
+	term.waitFor("Done with the tool.")
+	require.NoDirExists(t, filepath.Join(dir, "build"), "approved: the command ran")
+	term.typeKeys("/exit\r")
+	require.Equal(t, 0, term.exited())
+}
