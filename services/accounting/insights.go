@@ -172,7 +172,6 @@ func insightErrors(ctx context.Context, st *store, in *Insights) error {
 	return rows.Err()
 }
 
-
 // WriteText prints the report as terminal tables.
 func (in Insights) WriteText(w io.Writer) error {
 	window := "all time"

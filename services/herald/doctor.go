@@ -79,6 +79,11 @@ func cmdDoctor(ctx context.Context, args []string, cio cliIO) int {
 }
 
 func diagnose(ctx context.Context, cfg config.Config) doctorReport {
+	if os.Getenv("HERALD_WORKSPACE") == "" { // as herald run and chat use it in-process
+		if cwd, err := os.Getwd(); err == nil {
+			cfg.Workspace = cwd
+		}
+	}
 	var checks []check
 	checks = append(checks, natsChecks(ctx, cfg)...)
 	checks = append(checks, clickHouseCheck(ctx, cfg))
@@ -167,7 +172,7 @@ func streamsCheck(ctx context.Context, js jetstream.JetStream, replicas int) che
 func streamSettings(c jetstream.StreamConfig) string {
 	s := fmt.Sprintf("%s %s/%s/R%d", c.Name, c.Retention, c.Storage, c.Replicas)
 	if c.MaxAge > 0 {
-		s += "/" + c.MaxAge.String()
+		s += fmt.Sprintf("/max age %dh", int(c.MaxAge.Hours()))
 	}
 	return s
 }
@@ -346,10 +351,7 @@ func sandboxCheck(ctx context.Context) check {
 
 // workspaceCheck writes and removes a file where herald run's tools work.
 func workspaceCheck(cfg config.Config) check {
-	dir := os.Getenv("HERALD_WORKSPACE")
-	if dir == "" {
-		dir, _ = os.Getwd()
-	}
+	dir := cfg.Workspace
 	f, err := os.CreateTemp(dir, ".herald-doctor-*")
 	if err != nil {
 		return check{Name: "workspace", Status: checkFail, Detail: fmt.Sprintf("%s is not writable: %v", dir, err),
