@@ -113,7 +113,7 @@ func insightModels(ctx context.Context, st *store, in *Insights) error {
 }
 
 func insightTools(ctx context.Context, st *store, in *Insights) error {
-	rows, err := st.conn.Query(ctx, `SELECT tool, count(), countIf(status != 'ok'), avg(duration_ms), quantile(0.95)(duration_ms)
+	rows, err := st.conn.Query(ctx, `SELECT tool, count(), countIf(status != 'ok'), avg(duration_ms), toFloat64(quantile(0.95)(duration_ms))
 		FROM tool_events FINAL WHERE ts >= ? GROUP BY tool ORDER BY count() DESC, tool LIMIT ?`, in.from(), insightRows)
 	if err != nil {
 		return fmt.Errorf("insights: tools: %w", err)
