@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/heraldrun/herald/pkg/heraldtest"
 	"github.com/heraldrun/herald/pkg/scripted"
 	"github.com/stretchr/testify/require"
 )
@@ -34,6 +35,8 @@ func chatScript(r *scripted.Request) scripted.Reply {
 		return scripted.Tool("write_file", `{"path":"note.txt","content":"from chat\n"}`)
 	case strings.Contains(text, "clean"):
 		return scripted.Tool("terminal", `{"command":"rm -rf build"}`)
+	case strings.Contains(text, "pick"):
+		return scripted.Tool("clarify", `{"question":"Which colour?","choices":["red","green"]}`)
 	}
 	return scripted.Reply{Content: fmt.Sprintf("Hello! This session held %d answers before this one.", r.AssistantCount()), ChunkChars: 5}
 }
@@ -144,8 +147,9 @@ func TestChatCtrlCStopsTheTurnNotTheProgram(t *testing.T) {
 	require.Contains(t, string(history), "a slow question")
 }
 
-// A dangerous command is asked about on the chat line; the answer decides.
-func TestChatAsksApprovalInline(t *testing.T) {
+// A dangerous command and a clarify question are asked on the chat line;
+// the answers typed there decide.
+func TestChatAsksApprovalAndClarifyInline(t *testing.T) {
 	model, err := scripted.Start(chatScript)
 	require.NoError(t, err)
 	defer model.Close()
@@ -167,6 +171,32 @@ func TestChatAsksApprovalInline(t *testing.T) {
 	term.typeKeys("y\r")
 	term.waitFor("Done with the tool.")
 	require.NoDirExists(t, filepath.Join(dir, "build"), "approved: the command ran")
+
+	term.typeKeys("pick a colour\r")
+	asked = term.waitFor("2) green")
+	require.Contains(t, asked, "Which colour?")
+	term.typeKeys("2\r")
+	term.waitFor("Done with the tool.")
+	reqs := model.Requests()
+	require.Contains(t, reqs[len(reqs)-1].LastMessage().Text(), "green", "the chosen answer reached the model")
 	term.typeKeys("/exit\r")
 	require.Equal(t, 0, term.exited())
+}
+
+// With its input piped instead of typed, chat reads one message a line and
+// ends at the end of the input.
+func TestChatReadsPipedInput(t *testing.T) {
+	model, err := scripted.Start(chatScript)
+	require.NoError(t, err)
+	defer model.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var out heraldtest.SyncBuffer
+	cmd := chatCmd(t, ctx, t.TempDir(), model.URL)
+	cmd.Stdin = strings.NewReader("hello\nhello again\n/cost\n")
+	cmd.Stdout, cmd.Stderr = &out, &out
+	require.NoError(t, cmd.Run(), out.String())
+	require.Contains(t, out.String(), "held 0 answers before this one.")
+	require.Contains(t, out.String(), "held 1 answers before this one.")
+	require.Contains(t, out.String(), "so far over 2 turns")
 }
