@@ -113,3 +113,23 @@ AS SELECT
     count() AS calls
 FROM usage_events
 GROUP BY session_id, tenant, hour;
+
+
+-- 004_session_roots
+CREATE TABLE IF NOT EXISTS session_roots (
+    root_session_id String,
+    session_id      String
+) ENGINE = ReplacingMergeTree()
+ORDER BY (root_session_id, session_id);
+
+CREATE MATERIALIZED VIEW IF NOT EXISTS session_roots_fill TO session_roots
+AS SELECT parent_session_id AS root_session_id, session_id
+FROM usage_events
+WHERE parent_session_id != ''
+GROUP BY root_session_id, session_id;
+
+INSERT INTO session_roots (root_session_id, session_id)
+SELECT parent_session_id AS root_session_id, session_id
+FROM usage_events
+WHERE parent_session_id != ''
+GROUP BY root_session_id, session_id;

@@ -112,7 +112,7 @@ func BenchmarkCostQuery(b *testing.B) {
 		{"by-tenant-24h-hourly", benchQuery{CostQuery: CostQuery{By: "tenant", Since: 24 * time.Hour}, alignedNow: true}},
 		{"by-purpose-7d-tenant", benchQuery{CostQuery: CostQuery{By: "purpose", Since: 7 * 24 * time.Hour, Tenant: "tenant-3"}}},
 		{"by-session-24h", benchQuery{CostQuery: CostQuery{By: "session", Since: 24 * time.Hour}}},
-		{"one-session", benchQuery{CostQuery: CostQuery{By: "model", Session: fmt.Sprintf("session-%d", rows/80)}}},
+		{"one-session", benchQuery{CostQuery: CostQuery{By: "model", Session: fmt.Sprintf("session-%d", rows/80-rows/80%10+8)}}},
 	}
 	for i := 0; i < b.N; i++ {
 		for _, tc := range queries {
@@ -137,7 +137,8 @@ func BenchmarkCostQuery(b *testing.B) {
 // generateUsageRows inserts n rows over the last 30 days, shaped like real
 // traffic: sessions of 40 consecutive calls (a few minutes), each session of
 // one of 50 tenants and mostly one of 4 models; every tenth call a
-// compression on a small model, every twentieth a subagent, 5% errors.
+// compression on a small model, every twentieth a subagent, 5% errors;
+// every tenth session a delegated child of the one before (same tenant).
 func generateUsageRows(b *testing.B, st *store, n int) {
 	b.Helper()
 	start := time.Now()
@@ -148,7 +149,8 @@ func generateUsageRows(b *testing.B, st *store, n int) {
 			provider, model, api_mode, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, reasoning_tokens,
 			cost_nano_usd, price_source, latency_ms, status, error_class, attempt, is_fallback)
 		SELECT concat('gen-', toString(number)), toDateTime(toUInt32(now()) - intDiv((%[1]d - number) * 2592000, %[1]d)),
-			concat('tenant-', toString(intDiv(number, 40) %% 50)), concat('session-', toString(intDiv(number, 40))), '', '',
+			concat('tenant-', toString(intDiv(number, 80) %% 50)), concat('session-', toString(intDiv(number, 40))),
+			if(intDiv(number, 40) %% 10 = 9, concat('session-', toString(intDiv(number, 40) - 1)), ''), '',
 			multiIf(number %% 10 = 0, 'compression', number %% 20 = 1, 'subagent', 'agent') AS purpose,
 			if(intDiv(number, 40) %% 4 = 2, 'anthropic', 'openai'),
 			if(purpose = 'compression', 'gpt-4o-mini', ['gpt-4o', 'gpt-4o-mini', 'claude-sonnet', 'o3'][intDiv(number, 40) %% 4 + 1]),
@@ -166,7 +168,7 @@ func generateUsageRows(b *testing.B, st *store, n int) {
 func settleMerges(b *testing.B, st *store) {
 	b.Helper()
 	start := time.Now()
-	for _, t := range []string{"usage_events", "usage_hourly", "usage_by_session", "session_spans", "usage_event_ids"} {
+	for _, t := range []string{"usage_events", "usage_hourly", "usage_by_session", "session_spans", "usage_event_ids", "session_roots"} {
 		require.NoError(b, st.conn.Exec(context.Background(), "OPTIMIZE TABLE "+t+" FINAL"))
 	}
 	b.Logf("merged parts in %s", time.Since(start).Round(time.Millisecond))
@@ -189,7 +191,10 @@ func rawQuery(b *testing.B, st *store, q CostQuery, now time.Time) {
 		where, args = where+" AND tenant = ?", append(args, q.Tenant)
 	}
 	if q.Session != "" {
-		where, args = where+" AND session_id = ?", append(args, q.Session)
+		where, args = where+" AND (session_id = ? OR parent_session_id = ?)", append(args, q.Session, q.Session)
+	}
+	if q.By == "session" {
+		key = "if(parent_session_id = '', session_id, parent_session_id)"
 	}
 	rows, err := st.conn.Query(context.Background(), "SELECT "+key+" AS k, count(), sum(input_tokens), sum(output_tokens), "+
 		"sum(cache_read_tokens), sum(cache_write_tokens), sum(reasoning_tokens), sum(cost_nano_usd) FROM usage_events"+final+

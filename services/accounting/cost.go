@@ -16,7 +16,8 @@ type CostQuery struct {
 	By string `json:"by"`
 	// Since limits rows to the last Since; 0 means all time.
 	Since time.Duration `json:"since"`
-	// Session and Tenant filter rows when set.
+	// Session and Tenant filter rows when set; a session's rows include its
+	// subagents' (delegate_task children).
 	Session string `json:"session,omitempty"`
 	Tenant  string `json:"tenant,omitempty"`
 }
@@ -47,9 +48,12 @@ type CostReport struct {
 	Since   string    `json:"since,omitempty"`
 	From    time.Time `json:"from,omitzero"`
 	Session string    `json:"session,omitempty"`
-	Tenant  string    `json:"tenant,omitempty"`
-	Rows    []CostRow `json:"rows"`
-	Total   CostRow   `json:"total"`
+	// Subagents are the delegated child sessions whose usage Session's
+	// figures include.
+	Subagents []string  `json:"subagent_sessions,omitempty"`
+	Tenant    string    `json:"tenant,omitempty"`
+	Rows      []CostRow `json:"rows"`
+	Total     CostRow   `json:"total"`
 }
 
 // QueryCost answers q from ClickHouse at dsn. Whole hours are read from the
@@ -95,7 +99,14 @@ func (s *store) queryCost(ctx context.Context, q CostQuery, now time.Time) (Cost
 	if err != nil {
 		return CostReport{}, err
 	}
-	rep := CostReport{By: q.By, Session: q.Session, Tenant: q.Tenant, Rows: rows, Total: totalOf(rows)}
+	if q.Session != "" && q.By == "session" && len(rows) > 0 {
+		// One row for the session asked about: a child's rows would
+		// otherwise be keyed by its parent.
+		one := totalOf(rows)
+		one.Key = q.Session
+		rows = []CostRow{one}
+	}
+	rep := CostReport{By: q.By, Session: q.Session, Subagents: plan.family.subagents, Tenant: q.Tenant, Rows: rows, Total: totalOf(rows)}
 	if q.Since > 0 {
 		rep.Since, rep.From = q.Since.String(), plan.from
 	}
@@ -105,6 +116,9 @@ func (s *store) queryCost(ctx context.Context, q CostQuery, now time.Time) (Cost
 // groupUsage sums usage per key, most expensive first; limit 0 means all.
 func (s *store) groupUsage(ctx context.Context, plan usagePlan, key groupKey, limit int) ([]CostRow, error) {
 	from, args := plan.source(key)
+	if key.roots {
+		from += rootJoin
+	}
 	sql := "SELECT " + key.expr + " AS k, sum(calls), sum(errors), sum(input_tokens), sum(output_tokens), " +
 		"sum(cache_read_tokens), sum(cache_write_tokens), sum(reasoning_tokens), sum(cost_nano_usd), sum(latency_ms) " +
 		"FROM " + from + " GROUP BY k ORDER BY sum(cost_nano_usd) DESC, k"
@@ -173,7 +187,14 @@ func (r CostReport) WriteTable(w io.Writer) error {
 	}
 	fmt.Fprintf(tw, "%s\t\t\t\t\t\t\t\t\n", strings.Repeat("-", 5))
 	line(r.Total)
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(r.Subagents) > 0 {
+		_, err := fmt.Fprintf(w, "session %s includes its %d subagent session(s): %s\n", r.Session, len(r.Subagents), strings.Join(r.Subagents, ", "))
+		return err
+	}
+	return nil
 }
 
 // formatUSD shows cents for large amounts and six decimals for small ones,

@@ -22,8 +22,9 @@ type usagePlan struct {
 	filter usageFilter
 	from   time.Time // zero: all time
 	edge   time.Time
-	// spans bound a session's rows (tenant and hours); set by resolve.
-	spans []sessionSpan
+	// family is the filtered session with its subagents and where their
+	// rows are (tenants and hours); set by resolve.
+	family family
 }
 
 func planUsage(f usageFilter, now time.Time) usagePlan {
@@ -38,25 +39,26 @@ func planUsage(f usageFilter, now time.Time) usagePlan {
 	return p
 }
 
-// resolve looks a session filter up in session_spans so the query reads
-// only the session's tenant and hours; it reports false when the session
-// has no rows at all.
+// resolve looks a session filter up with its subagents in session_spans so
+// the query reads only their tenant and hours; it reports false when none
+// of them has rows at all.
 func (s *store) resolve(ctx context.Context, p *usagePlan) (bool, error) {
 	if p.filter.Session == "" {
 		return true, nil
 	}
-	spans, err := s.sessionSpans(ctx, p.filter.Session)
+	f, err := s.sessionFamily(ctx, p.filter.Session)
 	if err != nil {
 		return false, err
 	}
-	p.spans = spans
-	return len(spans) > 0, nil
+	p.family = f
+	return len(f.spans) > 0, nil
 }
 
 // groupKey is a grouping's expression over the columns source yields.
 type groupKey struct {
 	expr    string
 	session bool // needs session_id, so the per-session roll-up
+	roots   bool // needs root_session_id (rootJoin)
 }
 
 // groupKeys are the groupings of CostQuery.By.
@@ -65,7 +67,7 @@ var groupKeys = map[string]groupKey{
 	"provider": {expr: "provider"},
 	"tenant":   {expr: "tenant"},
 	"purpose":  {expr: "purpose"},
-	"session":  {expr: "session_id", session: true},
+	"session":  {expr: rootSession, session: true, roots: true},
 	"day":      {expr: "toString(toDate(hour, 'UTC'))"},
 }
 
@@ -124,9 +126,10 @@ func (p usagePlan) idConds(timeCol string, args *[]any) []string {
 	if p.filter.Session == "" {
 		return conds
 	}
-	conds, *args = append(conds, "session_id = ?"), append(*args, p.filter.Session)
+	in, ids := sessionIn(p.family.sessions())
+	conds, *args = append(conds, in), append(*args, ids...)
 	var spans []string
-	for _, sp := range p.spans {
+	for _, sp := range p.family.spans {
 		spans = append(spans, "(tenant = ? AND "+timeCol+" >= toDateTime(?) AND "+timeCol+" < toDateTime(?))")
 		*args = append(*args, sp.tenant, sp.from, sp.to)
 	}

@@ -104,8 +104,9 @@ func decodeTool(data []byte) (row, error) {
 		return row{}, err
 	}
 	id := e.GetEventId()
-	if id == "" {
-		id = e.GetCallId()
+	if id == "" && e.GetCallId() != "" {
+		// Call ids repeat across sessions; only with the session are they one execution.
+		id = e.GetSessionId() + ":" + e.GetCallId()
 	}
 	if id == "" {
 		return row{}, bus.Permanent(fmt.Errorf("malformed tool event: %w", errNoEventID))

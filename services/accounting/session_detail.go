@@ -10,10 +10,13 @@ import (
 // ErrNoSession: no usage was recorded for the session.
 var ErrNoSession = errors.New("no usage recorded for this session")
 
-// SessionDetail is one session's model calls and tool executions in order.
+// SessionDetail is one session's model calls and tool executions in order,
+// its subagents' (delegate_task children) included.
 type SessionDetail struct {
-	SessionID string      `json:"session_id"`
-	Tenant    string      `json:"tenant"`
+	SessionID string `json:"session_id"`
+	Tenant    string `json:"tenant"`
+	// Subagents are the child sessions whose steps and tools are included.
+	Subagents []string    `json:"subagent_sessions"`
 	Total     CostRow     `json:"total"`
 	Steps     []Step      `json:"steps"`
 	Tools     []ToolEntry `json:"tools"`
@@ -22,6 +25,7 @@ type SessionDetail struct {
 // Step is one provider attempt of the session.
 type Step struct {
 	EventID          string    `json:"event_id"`
+	SessionID        string    `json:"session_id"`
 	TS               time.Time `json:"ts"`
 	TaskID           string    `json:"task_id"`
 	Purpose          string    `json:"purpose"`
@@ -44,6 +48,7 @@ type Step struct {
 // ToolEntry is one tool execution of the session.
 type ToolEntry struct {
 	TS         time.Time `json:"ts"`
+	SessionID  string    `json:"session_id"`
 	CallID     string    `json:"call_id"`
 	Tool       string    `json:"tool"`
 	Runner     string    `json:"runner"`
@@ -55,24 +60,25 @@ type ToolEntry struct {
 // maxSteps bounds a session page.
 const maxSteps = 2000
 
-// sessionDetail finds the session's tenant and hours in the per-session
-// roll-up, then reads just that slice of the raw tables.
+// sessionDetail finds the session's and its subagents' tenant and hours in
+// the per-session roll-up, then reads just that slice of the raw tables.
 func (s *store) sessionDetail(ctx context.Context, sessionID string) (SessionDetail, error) {
-	d := SessionDetail{SessionID: sessionID, Steps: []Step{}, Tools: []ToolEntry{}}
-	spans, err := s.sessionSpans(ctx, sessionID)
+	d := SessionDetail{SessionID: sessionID, Subagents: []string{}, Steps: []Step{}, Tools: []ToolEntry{}}
+	f, err := s.sessionFamily(ctx, sessionID)
 	if err != nil {
 		return d, err
 	}
-	if len(spans) == 0 {
+	if len(f.spans) == 0 {
 		return d, ErrNoSession
 	}
-	d.Tenant = spans[0].tenant
-	for _, sp := range spans {
-		steps, err := s.sessionSteps(ctx, sp, sessionID)
+	d.Tenant = f.spans[0].tenant
+	d.Subagents = append(d.Subagents, f.subagents...)
+	for _, sp := range f.spans {
+		steps, err := s.sessionSteps(ctx, sp, f.sessions())
 		if err != nil {
 			return d, err
 		}
-		tools, err := s.sessionTools(ctx, sp, sessionID)
+		tools, err := s.sessionTools(ctx, sp, f.sessions())
 		if err != nil {
 			return d, err
 		}
@@ -95,32 +101,13 @@ type sessionSpan struct {
 	from, to uint32
 }
 
-// sessionSpans lists the tenants (normally one) the session ran under,
-// the busiest first.
-func (s *store) sessionSpans(ctx context.Context, sessionID string) ([]sessionSpan, error) {
-	rows, err := s.conn.Query(ctx, "SELECT tenant, toUInt32(min(hour)), toUInt32(max(hour)) FROM session_spans "+
-		"WHERE session_id = ? GROUP BY tenant ORDER BY sum(calls) DESC, tenant", sessionID)
-	if err != nil {
-		return nil, s.queryError(err)
-	}
-	defer rows.Close()
-	var out []sessionSpan
-	for rows.Next() {
-		var sp sessionSpan
-		if err := rows.Scan(&sp.tenant, &sp.from, &sp.to); err != nil {
-			return nil, err
-		}
-		sp.to += 3600
-		out = append(out, sp)
-	}
-	return out, s.queryError(rows.Err())
-}
-
-func (s *store) sessionSteps(ctx context.Context, sp sessionSpan, sid string) ([]Step, error) {
-	rows, err := s.conn.Query(ctx, "SELECT event_id, ts, task_id, purpose, provider, model, attempt, is_fallback, status, "+
+func (s *store) sessionSteps(ctx context.Context, sp sessionSpan, sessions []string) ([]Step, error) {
+	in, ids := sessionIn(sessions)
+	args := append(append([]any{sp.tenant, sp.from, sp.to}, ids...), maxSteps)
+	rows, err := s.conn.Query(ctx, "SELECT event_id, session_id, ts, task_id, purpose, provider, model, attempt, is_fallback, status, "+
 		"error_class, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, reasoning_tokens, cost_nano_usd, "+
 		"latency_ms FROM usage_events WHERE tenant = ? AND ts >= toDateTime(?) AND ts < toDateTime(?) "+
-		"AND session_id = ? ORDER BY ts, event_id LIMIT ?", sp.tenant, sp.from, sp.to, sid, maxSteps)
+		"AND "+in+" ORDER BY ts, event_id LIMIT ?", args...)
 	if err != nil {
 		return nil, s.queryError(err)
 	}
@@ -129,7 +116,7 @@ func (s *store) sessionSteps(ctx context.Context, sp sessionSpan, sid string) ([
 	for rows.Next() {
 		var st Step
 		var fallback uint8
-		if err := rows.Scan(&st.EventID, &st.TS, &st.TaskID, &st.Purpose, &st.Provider, &st.Model, &st.Attempt, &fallback,
+		if err := rows.Scan(&st.EventID, &st.SessionID, &st.TS, &st.TaskID, &st.Purpose, &st.Provider, &st.Model, &st.Attempt, &fallback,
 			&st.Status, &st.ErrorClass, &st.InputTokens, &st.OutputTokens, &st.CacheReadTokens, &st.CacheWriteTokens,
 			&st.ReasoningTokens, &st.CostNanoUSD, &st.LatencyMs); err != nil {
 			return nil, err
@@ -140,10 +127,11 @@ func (s *store) sessionSteps(ctx context.Context, sp sessionSpan, sid string) ([
 	return out, s.queryError(rows.Err())
 }
 
-func (s *store) sessionTools(ctx context.Context, sp sessionSpan, sid string) ([]ToolEntry, error) {
-	rows, err := s.conn.Query(ctx, "SELECT ts, call_id, tool, runner, status, duration_ms, output_bytes FROM tool_events "+
-		"WHERE tenant = ? AND ts >= toDateTime(?) AND ts < toDateTime(?) AND session_id = ? ORDER BY ts, event_id LIMIT ?",
-		sp.tenant, sp.from, sp.to, sid, maxSteps)
+func (s *store) sessionTools(ctx context.Context, sp sessionSpan, sessions []string) ([]ToolEntry, error) {
+	in, ids := sessionIn(sessions)
+	args := append(append([]any{sp.tenant, sp.from, sp.to}, ids...), maxSteps)
+	rows, err := s.conn.Query(ctx, "SELECT ts, session_id, call_id, tool, runner, status, duration_ms, output_bytes FROM tool_events "+
+		"WHERE tenant = ? AND ts >= toDateTime(?) AND ts < toDateTime(?) AND "+in+" ORDER BY ts, event_id LIMIT ?", args...)
 	if err != nil {
 		return nil, s.queryError(err)
 	}
@@ -151,7 +139,7 @@ func (s *store) sessionTools(ctx context.Context, sp sessionSpan, sid string) ([
 	out := []ToolEntry{}
 	for rows.Next() {
 		var e ToolEntry
-		if err := rows.Scan(&e.TS, &e.CallID, &e.Tool, &e.Runner, &e.Status, &e.DurationMs, &e.OutputSize); err != nil {
+		if err := rows.Scan(&e.TS, &e.SessionID, &e.CallID, &e.Tool, &e.Runner, &e.Status, &e.DurationMs, &e.OutputSize); err != nil {
 			return nil, err
 		}
 		e.TS = e.TS.UTC()

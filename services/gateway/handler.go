@@ -33,6 +33,9 @@ func (s *Service) handle(ctx context.Context, msg jetstream.Msg) error {
 		if done, err := s.alreadyAnswered(ctx, req); err != nil || done {
 			return err
 		}
+		if s.dropIfStale(ctx, req) {
+			return nil
+		}
 	}
 	callCtx, release := s.inflight.track(ctx, req.GetSessionId())
 	defer release()

@@ -31,6 +31,7 @@ type Service struct {
 	inflight  *inflight
 	health    *health
 	spend     *tenantSpend
+	staleReqs *staleRequests
 	counters  counters
 
 	mu       sync.Mutex
@@ -62,6 +63,7 @@ func New(cfg Config, deps service.Deps) (*Service, error) {
 		s.clients = append(s.clients, newModelClient(ep, hc))
 	}
 	s.spend = newTenantSpend(deps.JS, cfg.TenantBudgetsUSD)
+	s.staleReqs = &staleRequests{js: deps.JS}
 	return s, nil
 }
 

@@ -15,15 +15,18 @@ type Stats struct {
 	// provider and the switches to the next provider of the chain.
 	Retries   int64
 	Fallbacks int64
+	// Stale is how many redelivered requests were dropped unsent because
+	// their session had moved past them (see stale.go).
+	Stale int64
 }
 
 type counters struct {
-	calls, failed, attempts, retries, fallbacks atomic.Int64
+	calls, failed, attempts, retries, fallbacks, stale atomic.Int64
 }
 
 // Stats returns the counters so far.
 func (s *Service) Stats() Stats {
 	c := &s.counters
 	return Stats{Calls: c.calls.Load(), Failed: c.failed.Load(), Attempts: c.attempts.Load(),
-		Retries: c.retries.Load(), Fallbacks: c.fallbacks.Load()}
+		Retries: c.retries.Load(), Fallbacks: c.fallbacks.Load(), Stale: c.stale.Load()}
 }

@@ -29,8 +29,15 @@ func (s *Service) event(req *heraldpb.ToolCallRequest, typ, status string) {
 	}
 }
 
-// toolEvent records the execution for accounting's tool_events table; the
-// call id as message id stores a retried publish once.
+// toolEventID names one execution across all sessions: call ids ("t1s1c0")
+// repeat in every session that reaches the same step, so the session id is
+// part of it. The same execution redelivered keeps its id, so the stream
+// (Nats-Msg-Id) and the sink both store it once.
+func toolEventID(req *heraldpb.ToolCallRequest) string {
+	return req.GetSessionId() + ":" + req.GetCallId()
+}
+
+// toolEvent records the execution for accounting's tool_events table.
 func (s *Service) toolEvent(ctx context.Context, req *heraldpb.ToolCallRequest, o outcome, took time.Duration) {
 	tenant := req.GetTenant()
 	if tenant == "" {
@@ -39,10 +46,11 @@ func (s *Service) toolEvent(ctx context.Context, req *heraldpb.ToolCallRequest, 
 	if tenant == "" {
 		tenant = "default"
 	}
-	ev := &heraldpb.ToolEvent{EventId: req.GetCallId(), TsUnixMs: time.Now().UnixMilli(), Tenant: tenant,
+	id := toolEventID(req)
+	ev := &heraldpb.ToolEvent{EventId: id, TsUnixMs: time.Now().UnixMilli(), Tenant: tenant,
 		SessionId: req.GetSessionId(), TaskId: req.GetTaskId(), CallId: req.GetCallId(), Tool: req.GetTool(),
 		Runner: s.runner, DurationMs: took.Milliseconds(), Status: o.status, OutputBytes: int64(len(o.content))}
-	if err := bus.PublishProto(ctx, s.deps.JS, bus.ToolEventSubject(tenant), req.GetCallId(), ev); err != nil {
+	if err := bus.PublishProto(ctx, s.deps.JS, bus.ToolEventSubject(tenant), id, ev); err != nil {
 		s.log.Warn().Err(err).Str("session_id", req.GetSessionId()).Str("call_id", req.GetCallId()).Msg("publishing a tool event failed")
 	}
 }

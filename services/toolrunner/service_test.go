@@ -176,6 +176,60 @@ func TestMalformedCallIsDeadLetteredAndRunnerKeepsWorking(t *testing.T) {
 	require.False(t, res.GetIsError(), res.GetContent())
 }
 
+// Call ids repeat across sessions (every session's first call of its first
+// step is t1s1c0): each session's execution is its own tool event, while
+// the same execution published again is stored once.
+func TestToolEventsOfSessionsSharingACallIDAreEachStored(t *testing.T) {
+	h := newHarness(t)
+	sessions := []string{h.sid, h.sid + "-b", h.sid + "-c"}
+	for _, sid := range sessions {
+		req := h.request("write_file", map[string]any{"path": sid + ".txt", "content": "abc"})
+		req.SessionId, req.CallId = sid, "t1s1c0"
+		h.run(req)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	stream, err := h.bus.JS.Stream(ctx, bus.StreamToolEvents)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		info, err := stream.Info(ctx)
+		return err == nil && info.State.Msgs == uint64(len(sessions))
+	}, 5*time.Second, 10*time.Millisecond, "want one tool event per session")
+	for _, sid := range sessions {
+		m, err := stream.GetMsg(ctx, firstSeqOf(t, stream, sid))
+		require.NoError(t, err)
+		ev := &heraldpb.ToolEvent{}
+		require.NoError(t, bus.Decode(m.Data, ev))
+		require.Equal(t, sid+":t1s1c0", ev.GetEventId())
+	}
+	// A retried publish of one execution's event (same id) is stored once.
+	again := &heraldpb.ToolEvent{EventId: h.sid + ":t1s1c0", SessionId: h.sid, CallId: "t1s1c0", Tool: "write_file"}
+	require.NoError(t, bus.PublishProto(ctx, h.bus.JS, bus.ToolEventSubject("acme"), again.GetEventId(), again))
+	info, err := stream.Info(ctx)
+	require.NoError(t, err)
+	require.Equal(t, uint64(len(sessions)), info.State.Msgs)
+}
+
+// firstSeqOf is the sequence of the stored tool event of session sid.
+func firstSeqOf(t *testing.T, stream jetstream.Stream, sid string) uint64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	info, err := stream.Info(ctx)
+	require.NoError(t, err)
+	for seq := info.State.FirstSeq; seq <= info.State.LastSeq; seq++ {
+		m, err := stream.GetMsg(ctx, seq)
+		require.NoError(t, err)
+		ev := &heraldpb.ToolEvent{}
+		require.NoError(t, bus.Decode(m.Data, ev))
+		if ev.GetSessionId() == sid {
+			return seq
+		}
+	}
+	t.Fatalf("no tool event of session %s", sid)
+	return 0
+}
+
 func TestToolEventsReachTheToolEventsStream(t *testing.T) {
 	h := newHarness(t)
 	req := h.request("write_file", map[string]any{"path": "a.txt", "content": "abc"})
@@ -191,7 +245,7 @@ func TestToolEventsReachTheToolEventsStream(t *testing.T) {
 	}, 5*time.Second, 10*time.Millisecond, "no tool event was stored")
 	ev := &heraldpb.ToolEvent{}
 	require.NoError(t, bus.Decode(m.Data, ev))
-	require.Equal(t, req.GetCallId(), ev.GetEventId())
+	require.Equal(t, req.GetSessionId()+":"+req.GetCallId(), ev.GetEventId())
 	require.Equal(t, "write_file", ev.GetTool())
 	require.Equal(t, "runner-1", ev.GetRunner())
 	require.Equal(t, "ok", ev.GetStatus())

@@ -281,6 +281,38 @@ func TestLoopReadsAndWritesSessionState(t *testing.T) {
 	require.Empty(t, filterOut(s.violations(), "herald.usage.acme"), "nothing else the loop did was refused")
 }
 
+// TestGatewayReadsButCannotWriteSessionState: the gateway reads a session's
+// record to drop a redelivered request the session has moved past, and can
+// neither change the record nor watch the bucket.
+func TestGatewayReadsButCannotWriteSessionState(t *testing.T) {
+	s := startSecured(t)
+	admin := s.declared(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	sessions, err := admin.js.KeyValue(ctx, bus.BucketSessions)
+	require.NoError(t, err)
+	_, err = sessions.Put(ctx, "s1", []byte(`{"session_id":"s1","turn":1,"step":2}`))
+	require.NoError(t, err)
+
+	gw := s.connect(t, "gateway")
+	kv, err := gw.js.KeyValue(ctx, bus.BucketSessions)
+	require.NoError(t, err)
+	e, err := kv.Get(ctx, "s1")
+	require.NoError(t, err)
+	require.Contains(t, string(e.Value()), `"step":2`)
+	require.Empty(t, s.violations(), "reading is allowed")
+
+	_, err = kv.Put(shortCtx(t), "s1", []byte("forged"))
+	require.Error(t, err)
+	gw.requireDenied("publish", "$KV.herald_sessions.s1")
+	_, err = gw.nc.SubscribeSync("$KV.herald_sessions.>")
+	require.NoError(t, err)
+	gw.requireDenied("subscription", "$KV.herald_sessions.>")
+	e, err = sessions.Get(ctx, "s1")
+	require.NoError(t, err)
+	require.Contains(t, string(e.Value()), `"step":2`, "the record is intact")
+}
+
 // filterOut drops lines mentioning s.
 func filterOut(lines []string, s string) []string {
 	var out []string
@@ -300,8 +332,9 @@ func TestEachUserIsRefusedWhatBelongsToOthers(t *testing.T) {
 		// publishing usage is the gateway's alone; accounting only reads it
 		"loop":       {"herald.usage.acme", "herald.toolevents.acme", "$JS.API.STREAM.PURGE.SESSIONS"},
 		"accounting": {"herald.usage.acme", "herald.tasks", "$KV.herald_sessions.s1", "$JS.API.STREAM.PURGE.USAGE"},
-		// the gateway answers model calls; it does not start sessions or touch their state
-		"gateway": {"herald.tasks", "$KV.herald_sessions.s1", "herald.tool.result.s1.c1", "$JS.API.DIRECT.GET.KV_herald_sessions.$KV.herald_sessions.s1"},
+		// the gateway answers model calls; it does not start sessions or change
+		// their state (it reads it: TestGatewayReadsButCannotWriteSessionState)
+		"gateway": {"herald.tasks", "$KV.herald_sessions.s1", "herald.tool.result.s1.c1", "$JS.API.STREAM.MSG.GET.KV_herald_sessions"},
 		// the compressor reads its own model answers, never the loop's consumer
 		"compressor": {"$JS.API.CONSUMER.MSG.NEXT.LLM_RESPONSES.loop-llm",
 			"$JS.API.CONSUMER.CREATE.LLM_RESPONSES.loop-llm.herald.llm.response.compressor.s1",

@@ -25,16 +25,23 @@ import (
 )
 
 // chaosScript: write a file, run a non-idempotent command, read the file,
-// answer — with model latency so kills land mid-call.
-func chaosScript() scripted.Script {
+// answer — with model latency so kills land mid-call. Every call the model
+// serves is noted in served (when not nil).
+func chaosScript(served *servedCalls) scripted.Script {
 	replies := []scripted.Reply{
 		{ToolCalls: []scripted.Call{{Name: "write_file", Args: `{"path":"notes.txt","content":"chaos"}`}}, Delay: 50 * time.Millisecond},
 		{ToolCalls: []scripted.Call{{Name: "terminal", Args: `{"command":"echo effect >> effects.log; sleep 0.2"}`}}, Delay: 50 * time.Millisecond},
 		{ToolCalls: []scripted.Call{{Name: "read_file", Args: `{"path":"notes.txt"}`}}, Delay: 50 * time.Millisecond},
 		{Content: "survived: the notes say chaos", Delay: 50 * time.Millisecond},
 	}
-	return func(r *scripted.Request) scripted.Reply { return replies[min(r.AssistantCount(), len(replies)-1)] }
+	return func(r *scripted.Request) scripted.Reply {
+		served.note(r)
+		return replies[min(r.AssistantCount(), len(replies)-1)]
+	}
 }
+
+// chaosModelCalls is how many model calls an undisturbed chaos session makes.
+const chaosModelCalls = 4
 
 var chaosRoles = []string{"system", "user", "assistant", "tool", "assistant", "tool", "assistant", "tool", "assistant"}
 
@@ -82,7 +89,8 @@ func chaosSessions() int {
 // usage event may be lost or counted twice in ClickHouse.
 func TestChaosKillsLoseNothing(t *testing.T) {
 	sessions := chaosSessions()
-	model, err := scripted.Start(chaosScript())
+	served := &servedCalls{at: map[modelCall][]time.Time{}}
+	model, err := scripted.Start(chaosScript(served))
 	require.NoError(t, err)
 	defer model.Close()
 	root := t.TempDir()
@@ -96,7 +104,7 @@ func TestChaosKillsLoseNothing(t *testing.T) {
 
 	tasks := make([]proto.Task, sessions)
 	for i := range tasks {
-		tasks[i] = NewTask("chaos task")
+		tasks[i] = NewTask(chaosPrompt(i))
 		tasks[i].Workspace = tasks[i].SessionID
 		submit(t, c, tasks[i])
 	}
@@ -148,9 +156,13 @@ func TestChaosKillsLoseNothing(t *testing.T) {
 		}
 	}
 	dup, lost := checkUsage(t, c, dsn)
+	surplus := served.surplus(t, c, tasks)
 	t.Logf("chaos: sessions=%d kills=%d (%v) duplicates=%d lost=%d outcome_unknown=%d", sessions, set.kills.Load(), killed, dup, lost, unknown)
+	t.Logf("chaos: model calls served=%d needed=%d stale_resends=%d inflight_resends=%d", surplus.served, surplus.needed, surplus.stale, surplus.inFlight)
 	require.Zero(t, dup, "usage events counted twice")
 	require.Zero(t, lost, "usage events lost")
+	require.Zero(t, surplus.stale, "model calls sent again after their answer was stored (the session had moved on): paid twice")
+	require.Equal(t, len(tasks)*chaosModelCalls, surplus.needed, "each session needed one call per step")
 	require.Positive(t, set.kills.Load())
 }
 
@@ -234,7 +246,7 @@ const restartResumeBound = 20 * time.Second
 // sessions run: services reconnect and every session finishes once, within
 // seconds of the restart.
 func TestNATSRestartMidRun(t *testing.T) {
-	model, err := scripted.Start(chaosScript())
+	model, err := scripted.Start(chaosScript(nil))
 	require.NoError(t, err)
 	defer model.Close()
 	root := t.TempDir()
