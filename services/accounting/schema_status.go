@@ -32,7 +32,7 @@ func QuerySchemaStatus(ctx context.Context, dsn string) (SchemaStatus, error) {
 	}
 	defer st.Close()
 	if v, err := st.conn.ServerVersion(); err == nil {
-		s.Server = v.String()
+		s.Server = fmt.Sprintf("%d.%d.%d", v.Version.Major, v.Version.Minor, v.Version.Patch)
 	}
 	var exists uint8
 	if err := st.conn.QueryRow(ctx, "EXISTS TABLE schema_migrations").Scan(&exists); err != nil {

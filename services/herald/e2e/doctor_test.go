@@ -86,9 +86,15 @@ func TestDoctorPassesOnAHealthySetup(t *testing.T) {
 	self, err := os.Executable()
 	require.NoError(t, err)
 	dir := t.TempDir()
-	writeFile(t, filepath.Join(dir, "herald.yaml"), fmt.Sprintf("mcp_servers:\n  loud: {command: %q, env: {%s: \"1\"}}\n", self, mcpHelperEnv))
+	// The fallbacks speak the two other API modes to the same scripted model.
+	writeFile(t, filepath.Join(dir, "herald.yaml"), fmt.Sprintf(`fallback_providers:
+  - {provider: anthropic, model: claude-haiku-4-5, base_url: %[1]q, api_key_env: DOCTOR_ANTHROPIC_KEY}
+  - {provider: openai, model: gpt-4o-mini, base_url: %[1]q, api_mode: codex_responses}
+mcp_servers:
+  loud: {command: %[2]q, env: {%[3]s: "1"}}
+`, model.URL, self, mcpHelperEnv))
 	env := map[string]string{"HERALD_NATS_URL": natsServer(t, true), "HERALD_CLICKHOUSE_DSN": dsn,
-		"HERALD_BASE_URL": model.URL, "HERALD_MODEL": "gpt-4o-mini", "HERALD_API_KEY": key}
+		"HERALD_BASE_URL": model.URL, "HERALD_MODEL": "gpt-4o-mini", "HERALD_API_KEY": key, "DOCTOR_ANTHROPIC_KEY": key + "-ant"}
 
 	out, code := runDoctor(t, dir, env, "--json")
 	require.Equal(t, 0, code, out)
@@ -99,10 +105,13 @@ func TestDoctorPassesOnAHealthySetup(t *testing.T) {
 		require.Equal(t, "ok", c.Status, "%s: %s", c.Name, c.Detail)
 	}
 	require.Contains(t, rep.check(t, "streams").Detail, "TASKS WorkQueue/File/R1", "the streams' settings are shown")
-	require.Contains(t, rep.check(t, "clickhouse").Detail, "schema version 3 (latest)")
-	prov := rep.check(t, "provider primary").Detail
-	for _, fact := range []string{"key accepted", "streamed", "tool call parsed", "usage reported", "price builtin"} {
-		require.Contains(t, prov, fact)
+	require.Regexp(t, `^ClickHouse \d+\.\d+\.\d+ at clickhouse://.*: schema version \d+ \(latest\)$`, rep.check(t, "clickhouse").Detail)
+	for name, mode := range map[string]string{"provider primary": "chat_completions", "provider fallback 1": "anthropic_messages",
+		"provider fallback 2": "codex_responses"} {
+		prov := rep.check(t, name).Detail
+		for _, fact := range []string{"(" + mode + ")", "key accepted", "streamed", "tool call parsed", "usage reported", "price builtin"} {
+			require.Contains(t, prov, fact, name)
+		}
 	}
 	require.Contains(t, rep.check(t, "mcp loud").Detail, "mcp_loud_shout", "the MCP server started and listed its tool")
 	require.Equal(t, "ok", rep.check(t, "sandbox").Status)
@@ -114,8 +123,12 @@ func TestDoctorPassesOnAHealthySetup(t *testing.T) {
 	require.Contains(t, table, "✓ ok    provider primary")
 	require.Contains(t, table, "No check failed.")
 	require.NotContains(t, table, key)
-	last := model.Requests()[len(model.Requests())-1]
-	require.Equal(t, "Bearer "+key, last.Header.Get("Authorization"), "the probe sent the configured key")
+	keys := map[string]string{}
+	for _, r := range model.Requests() {
+		keys[r.Path] = r.Header.Get("Authorization") + r.Header.Get("X-Api-Key")
+	}
+	require.Equal(t, "Bearer "+key, keys["/v1/chat/completions"], "the probe sent the configured key")
+	require.Equal(t, key+"-ant", keys["/v1/messages"], "each provider its own key")
 }
 
 // openAIRefusedKey is the body OpenAI answers an unknown key with (HTTP 401,
