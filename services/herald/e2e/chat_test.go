@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -192,11 +193,45 @@ func TestChatReadsPipedInput(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	var out heraldtest.SyncBuffer
-	cmd := chatCmd(t, ctx, t.TempDir(), model.URL)
+	cmd := heraldCmd(t, ctx, t.TempDir(), map[string]string{"HERALD_BASE_URL": model.URL, "HERALD_MODEL": "gpt-4o-mini"}, "chat")
 	cmd.Stdin = strings.NewReader("hello\nhello again\n/cost\n")
 	cmd.Stdout, cmd.Stderr = &out, &out
 	require.NoError(t, cmd.Run(), out.String())
 	require.Contains(t, out.String(), "held 0 answers before this one.")
 	require.Contains(t, out.String(), "held 1 answers before this one.")
-	require.Contains(t, out.String(), "so far over 2 turns")
+	cost := regexp.MustCompile(`\$([0-9.]+) so far over 2 turns`).FindStringSubmatch(out.String())
+	require.NotNil(t, cost, out.String())
+	require.NotEqual(t, "0.000000", cost[1], "gpt-4o-mini is priced: /cost shows what the two turns cost")
+}
+
+// Where a NATS answers, chat submits its turns there instead of starting
+// Herald itself: here to a running `herald up`.
+func TestChatUsesARunningHerald(t *testing.T) {
+	model, err := scripted.Start(chatScript)
+	require.NoError(t, err)
+	defer model.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	port := freePort(t)
+	url := fmt.Sprintf("nats://127.0.0.1:%d", port)
+	data := t.TempDir()
+	env := map[string]string{"HERALD_BASE_URL": model.URL, "HERALD_MODEL": "m", "HERALD_NATS_URL": url}
+	var upErr heraldtest.SyncBuffer
+	up := heraldCmd(t, ctx, data, env, "up", "--nats-listen", fmt.Sprintf("127.0.0.1:%d", port), "--data-dir", data, "--http", "")
+	up.Stderr = &upErr
+	require.NoError(t, up.Start())
+	t.Cleanup(func() { _ = up.Process.Signal(os.Interrupt); _ = up.Wait() })
+	require.Eventually(t, func() bool {
+		out, code := runHerald(t, env, "sessions", "list")
+		return code == 0 && strings.Contains(out, "SESSION")
+	}, 60*time.Second, 100*time.Millisecond, "herald up never served")
+
+	cmd := heraldCmd(t, ctx, t.TempDir(), map[string]string{"HERALD_NATS_URL": url, "TERM": "xterm"}, "chat")
+	term := startTerminal(t, cmd)
+	require.Contains(t, term.waitFor("/help for commands"), "NATS at "+url)
+	term.typeKeys("please write the note\r")
+	term.waitFor("Done with the tool.")
+	require.FileExists(t, filepath.Join(data, "workspace", "note.txt"), "herald up's tool runner did the work")
+	term.typeKeys("/exit\r")
+	require.Equal(t, 0, term.exited())
 }
