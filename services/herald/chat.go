@@ -43,6 +43,7 @@ type chat struct {
 	intr  chan os.Signal
 	flags runFlags
 
+	ctx        context.Context // the program's: ends on SIGTERM
 	sid        string
 	model      string
 	lastPrompt string
@@ -115,8 +116,9 @@ func (c *chat) run(ctx context.Context) int {
 		where = "NATS at " + app.RedactURL(c.cfg.NATSURL)
 	}
 	fmt.Fprintf(c.cio.err, "herald chat · session %s · model %s · %s · /help for commands\n", c.sid, c.modelName(), where)
+	c.ctx = ctx
 	for ctx.Err() == nil {
-		text, err := c.line.Prompt("› ")
+		text, err := c.readLine("› ")
 		if errors.Is(err, liner.ErrPromptAborted) {
 			fmt.Fprintln(c.cio.err, "(Ctrl-D or /exit leaves)")
 			continue
@@ -186,11 +188,32 @@ func (c *chat) report(res proto.Result) {
 
 // ask reads the answer to an approval or clarify prompt on the chat line.
 func (c *chat) ask(prompt string) (string, bool) {
-	text, err := c.line.Prompt(prompt)
+	text, err := c.readLine(prompt)
 	if err != nil {
 		return "", false
 	}
 	return strings.TrimSpace(text), true
+}
+
+// readLine shows prompt and reads a line; it gives up when the program is
+// told to stop (SIGTERM), which a read from the terminal does not notice.
+// The program then ends, so the abandoned read is never raced by another.
+func (c *chat) readLine(prompt string) (string, error) {
+	type line struct {
+		text string
+		err  error
+	}
+	got := make(chan line, 1)
+	go func() {
+		text, err := c.line.Prompt(prompt)
+		got <- line{text, err}
+	}()
+	select {
+	case l := <-got:
+		return l.text, l.err
+	case <-c.ctx.Done():
+		return "", c.ctx.Err()
+	}
 }
 
 func (c *chat) modelName() string {
