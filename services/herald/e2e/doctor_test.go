@@ -123,6 +123,27 @@ mcp_servers:
 	require.Contains(t, table, "✓ ok    provider primary")
 	require.Contains(t, table, "No check failed.")
 	require.NotContains(t, table, key)
+
+	// A stream someone changed by hand is a warning naming the difference.
+	nc, err := nats.Connect(env["HERALD_NATS_URL"])
+	require.NoError(t, err)
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	s, err := js.Stream(ctx, bus.StreamEvents)
+	require.NoError(t, err)
+	changed := s.CachedInfo().Config
+	changed.MaxAge = time.Hour
+	_, err = js.UpdateStream(ctx, changed)
+	require.NoError(t, err)
+	out, code = runDoctor(t, dir, env, "--json")
+	require.Equal(t, 0, code, "a warning is not a failure: %s", out)
+	rep = doctorOut{}
+	require.NoError(t, json.Unmarshal([]byte(out), &rep), out)
+	streams := rep.check(t, "streams")
+	require.Equal(t, "warn", streams.Status)
+	require.Contains(t, streams.Detail, "EVENTS: max age 1h0m0s, want 24h0m0s")
+	require.Contains(t, streams.Fix, "herald declare")
 	keys := map[string]string{}
 	for _, r := range model.Requests() {
 		keys[r.Path] = r.Header.Get("Authorization") + r.Header.Get("X-Api-Key")

@@ -98,6 +98,11 @@ func TestSessionsContinueExportDeletePrune(t *testing.T) {
 	require.Equal(t, 0, code, found)
 	require.Contains(t, found, a.SessionID)
 
+	editSession(t, dir, a.SessionID, func(st map[string]any) { st["status"] = "thinking" })
+	out, code = runHeraldIn(t, dir, env, "sessions", "delete", a.SessionID)
+	require.Equal(t, 1, code, out)
+	require.Contains(t, out, "is running a turn (thinking): interrupt it first")
+	editSession(t, dir, a.SessionID, func(st map[string]any) { st["status"] = "idle" })
 	out, code = runHeraldIn(t, dir, env, "sessions", "delete", a.SessionID)
 	require.Equal(t, 0, code, out)
 	require.Contains(t, out, "deleted session "+a.SessionID+": 5 transcript entries, 2 results")
@@ -152,6 +157,13 @@ func lastToolResult(t *testing.T, model *scripted.Server) string {
 // `herald run` left in dir, so prune sees an old session.
 func ageSession(t *testing.T, dir, sid string, age time.Duration) {
 	t.Helper()
+	editSession(t, dir, sid, func(st map[string]any) { st["turn_started_ms"] = time.Now().Add(-age).UnixMilli() })
+}
+
+// editSession changes a session's state record in the store `herald run`
+// left in dir.
+func editSession(t *testing.T, dir, sid string, edit func(map[string]any)) {
+	t.Helper()
 	srv, err := embedded.Start(embedded.Options{StoreDir: filepath.Join(dir, ".herald", "nats"), Log: zerolog.Nop()})
 	require.NoError(t, err)
 	defer srv.Shutdown()
@@ -168,7 +180,7 @@ func ageSession(t *testing.T, dir, sid string, age time.Duration) {
 	require.NoError(t, err)
 	var st map[string]any
 	require.NoError(t, json.Unmarshal(e.Value(), &st))
-	st["turn_started_ms"] = time.Now().Add(-age).UnixMilli()
+	edit(st)
 	data, err := json.Marshal(st)
 	require.NoError(t, err)
 	_, err = kv.Update(ctx, sid, data, e.Revision())
