@@ -195,7 +195,9 @@ func TestChatReadsPipedInput(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	var out heraldtest.SyncBuffer
-	cmd := heraldCmd(t, ctx, t.TempDir(), map[string]string{"HERALD_BASE_URL": model.URL, "HERALD_MODEL": "gpt-4o-mini"}, "chat")
+	dir := t.TempDir()
+	env := map[string]string{"HERALD_BASE_URL": model.URL, "HERALD_MODEL": "gpt-4o-mini"}
+	cmd := heraldCmd(t, ctx, dir, env, "chat")
 	cmd.Stdin = strings.NewReader("hello\nhello again\n/cost\n")
 	cmd.Stdout, cmd.Stderr = &out, &out
 	require.NoError(t, cmd.Run(), out.String())
@@ -204,6 +206,15 @@ func TestChatReadsPipedInput(t *testing.T) {
 	cost := regexp.MustCompile(`\$([0-9.]+) so far over 2 turns`).FindStringSubmatch(out.String())
 	require.NotNil(t, cost, out.String())
 	require.NotEqual(t, "0.000000", cost[1], "gpt-4o-mini is priced: /cost shows what the two turns cost")
+	first := sessionShown(t, out.String())
+
+	var again heraldtest.SyncBuffer
+	cmd = heraldCmd(t, ctx, dir, env, "chat", "-c")
+	cmd.Stdin = strings.NewReader("and once more\n")
+	cmd.Stdout, cmd.Stderr = &again, &again
+	require.NoError(t, cmd.Run(), again.String())
+	require.Equal(t, first, sessionShown(t, again.String()), "chat -c continues the last session here")
+	require.Contains(t, again.String(), "held 2 answers before this one.")
 }
 
 // Where a NATS answers, chat submits its turns there instead of starting
