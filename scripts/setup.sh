@@ -25,18 +25,18 @@ mapfile -t need < <(printf '%s\n' "${need[@]}" | sort -u)
 
 cannot() {
   if [ "$mode" = "--test" ]; then
-    echo "setup: the tests need ${need[*]}: $1" >&2
+    echo "setup: the tests need ${need[*]}; please install them ($1)" >&2
     exit 1
   fi
-  echo "setup: $1; the demo runs without ClickHouse but cannot show costs" >&2
+  echo "setup: please install ${need[*]} ($1); the demo runs without ClickHouse but cannot show costs" >&2
   exit 0
 }
 sudo=""
 if [ "$(id -u)" -ne 0 ]; then
-  command -v sudo >/dev/null 2>&1 || cannot "please install ${need[*]} (not root and no sudo here)"
+  command -v sudo >/dev/null 2>&1 || cannot "not root and no sudo here"
   sudo="sudo"
 fi
-command -v apt-get >/dev/null 2>&1 || cannot "please install ${need[*]} (no apt-get here)"
+command -v apt-get >/dev/null 2>&1 || cannot "no apt-get here"
 echo "setup: installing ${need[*]} from Debian's packages" >&2
 $sudo apt-get update -qq
 DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${need[@]}" >/dev/null
