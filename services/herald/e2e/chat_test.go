@@ -126,6 +126,7 @@ func TestChatCtrlCStopsTheTurnNotTheProgram(t *testing.T) {
 	start := time.Now()
 	term.typeKeys("\x03")
 	term.waitFor("interrupted: the unfinished answer is not kept")
+	t.Logf("Ctrl-C to the turn's end on screen: %s", time.Since(start).Round(time.Millisecond))
 	require.Less(t, time.Since(start), 15*time.Second)
 	require.True(t, term.running(), "Ctrl-C stops the turn, never the program")
 
