@@ -16,6 +16,7 @@ import (
 	"github.com/heraldrun/herald/services/herald/internal/app"
 	"github.com/heraldrun/herald/services/loop"
 	"github.com/heraldrun/herald/services/memory"
+	"github.com/heraldrun/herald/services/toolrunner"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
@@ -65,12 +66,12 @@ func cmdSessions(ctx context.Context, args []string, cio cliIO) int {
 		err = exportSession(ctx, js, pos[1], *format, cio)
 	case "delete":
 		var rs []removal
-		rs, err = deleteSession(ctx, js, pos[1])
+		rs, err = deleteSession(ctx, js, pos[1], toolrunner.ConfigFrom(cfg).CheckpointDir)
 		for _, r := range rs {
 			fmt.Fprintln(cio.out, r)
 		}
 	case "prune":
-		err = pruneSessions(ctx, js, age, *dryRun, cio)
+		err = pruneSessions(ctx, js, age, *dryRun, toolrunner.ConfigFrom(cfg).CheckpointDir, cio)
 	default:
 		fmt.Fprintf(cio.err, "herald sessions: unknown subcommand %q\n", pos[0])
 		return exitUsage

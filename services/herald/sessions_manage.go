@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -124,7 +126,7 @@ type removal struct {
 
 func (r removal) String() string {
 	var parts []string
-	for _, k := range []string{"transcript entries", "results", "events", "inputs and interrupts", "tool results", "model responses", "compressions", "tool-runner records"} {
+	for _, k := range []string{"transcript entries", "results", "events", "inputs and interrupts", "tool results", "model responses", "compressions", "tool-runner records", "checkpoints"} {
 		if n := r.counts[k]; n > 0 {
 			parts = append(parts, fmt.Sprintf("%d %s", n, k))
 		}
@@ -135,7 +137,9 @@ func (r removal) String() string {
 
 // deleteSession removes a session, and the subagent sessions it delegated
 // to, from every stream that keeps it; ClickHouse's cost rows stay.
-func deleteSession(ctx context.Context, js jetstream.JetStream, sid string) ([]removal, error) {
+// checkpointDir, when set, is where this machine's tool runner keeps
+// workspace snapshots; the session's are removed there too.
+func deleteSession(ctx context.Context, js jetstream.JetStream, sid, checkpointDir string) ([]removal, error) {
 	st, err := loop.LoadSession(ctx, js, sid)
 	if errors.Is(err, loop.ErrNoSession) {
 		return nil, fmt.Errorf("no session %q (herald sessions list shows them)", sid)
@@ -153,21 +157,21 @@ func deleteSession(ctx context.Context, js jetstream.JetStream, sid string) ([]r
 	var out []removal
 	for _, child := range all {
 		if child.ParentSessionID == sid {
-			r, err := purgeSession(ctx, js, child)
+			r, err := purgeSession(ctx, js, child, checkpointDir)
 			if err != nil {
 				return out, err
 			}
 			out = append(out, r)
 		}
 	}
-	r, err := purgeSession(ctx, js, st)
+	r, err := purgeSession(ctx, js, st, checkpointDir)
 	if err != nil {
 		return out, err
 	}
 	return append(out, r), nil
 }
 
-func purgeSession(ctx context.Context, js jetstream.JetStream, st *loop.State) (removal, error) {
+func purgeSession(ctx context.Context, js jetstream.JetStream, st *loop.State, checkpointDir string) (removal, error) {
 	sid := st.SessionID
 	logs := []string{sid}
 	for _, l := range append(slices.Clone(st.Logs), st.LogSID) {
@@ -199,6 +203,15 @@ func purgeSession(ctx context.Context, js jetstream.JetStream, st *loop.State) (
 			return r, fmt.Errorf("delete %s of %s: %w", t.what, sid, err)
 		}
 		r.counts[t.what] += n
+	}
+	if checkpointDir != "" {
+		dir := filepath.Join(checkpointDir, tok)
+		if snaps, err := os.ReadDir(dir); err == nil {
+			if err := os.RemoveAll(dir); err != nil {
+				return r, fmt.Errorf("delete checkpoints of %s: %w", sid, err)
+			}
+			r.counts["checkpoints"] = len(snaps)
+		}
 	}
 	kv, err := js.KeyValue(ctx, bus.BucketSessions)
 	if err != nil {
@@ -254,7 +267,7 @@ func purgeSubject(ctx context.Context, js jetstream.JetStream, stream, subject s
 
 // pruneSessions deletes the idle top-level sessions whose last turn started
 // before the cutoff.
-func pruneSessions(ctx context.Context, js jetstream.JetStream, olderThan time.Duration, dryRun bool, cio cliIO) error {
+func pruneSessions(ctx context.Context, js jetstream.JetStream, olderThan time.Duration, dryRun bool, checkpointDir string, cio cliIO) error {
 	states, err := loop.ListSessions(ctx, js)
 	if err != nil {
 		return err
@@ -271,7 +284,7 @@ func pruneSessions(ctx context.Context, js jetstream.JetStream, olderThan time.D
 			deleted++
 			continue
 		}
-		rs, err := deleteSession(ctx, js, st.SessionID)
+		rs, err := deleteSession(ctx, js, st.SessionID, checkpointDir)
 		for _, r := range rs {
 			fmt.Fprintln(cio.out, r)
 		}

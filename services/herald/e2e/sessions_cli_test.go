@@ -103,8 +103,13 @@ func TestSessionsContinueExportDeletePrune(t *testing.T) {
 	require.Equal(t, 1, code, out)
 	require.Contains(t, out, "is running a turn (thinking): interrupt it first")
 	editSession(t, dir, a.SessionID, func(st map[string]any) { st["status"] = "idle" })
+	// A workspace snapshot as a tool runner with checkpoints on leaves it.
+	snapshot := filepath.Join(dir, ".herald", "checkpoints", a.SessionID, "step-000001")
+	writeFile(t, filepath.Join(snapshot, "notes.txt"), "before the edit")
 	out, code = runHeraldIn(t, dir, env, "sessions", "delete", a.SessionID)
 	require.Equal(t, 0, code, out)
+	require.Contains(t, out, "1 checkpoints")
+	require.NoDirExists(t, filepath.Dir(snapshot))
 	require.Contains(t, out, "deleted session "+a.SessionID+": 5 transcript entries, 2 results")
 	require.Contains(t, out, "its state, its search-index entries (cost rows in ClickHouse are kept)")
 	out, code = runHeraldIn(t, dir, env, "sessions", "show", a.SessionID)
