@@ -149,6 +149,11 @@ func TestSessionsContinueExportDeletePrune(t *testing.T) {
 	list, _ = runHeraldIn(t, dir, env, "sessions", "list")
 	require.NotContains(t, list, b.SessionID)
 	require.Contains(t, list, searched.SessionID, "a recent session is kept")
+
+	out, code = runHeraldIn(t, dir, env, "sessions", "delete", searched.SessionID)
+	require.Equal(t, 0, code, out)
+	require.Regexp(t, `deleted session \S+: 5 transcript entries, 1 results, \d+ events, 1 tool results, 2 model responses`, out,
+		"a session that ran a tool loses its tool results and model responses too")
 }
 
 func lastToolResult(t *testing.T, model *scripted.Server) string {
