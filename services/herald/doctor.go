@@ -158,6 +158,11 @@ func streamsCheck(ctx context.Context, js jetstream.JetStream, replicas int) che
 			differ = append(differ, want.Name+": "+d)
 		}
 	}
+	for _, b := range bus.Buckets(replicas) {
+		if _, err := js.KeyValue(ctx, b.Bucket); err != nil {
+			missing = append(missing, "KV "+b.Bucket)
+		}
+	}
 	switch {
 	case len(missing) > 0:
 		return check{Name: "streams", Status: checkFail, Detail: "not declared: " + strings.Join(missing, ", "),
@@ -166,7 +171,8 @@ func streamsCheck(ctx context.Context, js jetstream.JetStream, replicas int) che
 		return check{Name: "streams", Status: checkWarn, Detail: "declared with other settings: " + strings.Join(differ, "; "),
 			Fix: "herald declare updates them to this version's settings"}
 	}
-	return check{Name: "streams", Status: checkOK, Detail: fmt.Sprintf("%d streams as declared: %s", len(seen), strings.Join(seen, ", "))}
+	return check{Name: "streams", Status: checkOK, Detail: fmt.Sprintf("%d streams as declared, and %d KV buckets: %s",
+		len(seen), len(bus.Buckets(replicas)), strings.Join(seen, ", "))}
 }
 
 func streamSettings(c jetstream.StreamConfig) string {
