@@ -73,7 +73,7 @@ func QueryInsights(ctx context.Context, dsn string, since time.Duration) (Insigh
 	defer st.Close()
 	var in Insights
 	if since > 0 {
-		in.Since, in.From = since.String(), time.Now().Add(-since).UTC().Truncate(time.Second)
+		in.Since, in.From = windowName(since), time.Now().Add(-since).UTC().Truncate(time.Second)
 	}
 	for _, q := range []func(context.Context, *store, *Insights) error{insightModels, insightTools, insightSessions, insightErrors} {
 		if err := q(ctx, st, &in); err != nil {
@@ -81,6 +81,14 @@ func QueryInsights(ctx context.Context, dsn string, since time.Duration) (Insigh
 		}
 	}
 	return in, nil
+}
+
+// windowName says a window in days when it is whole days ("7d").
+func windowName(d time.Duration) string {
+	if d%(24*time.Hour) == 0 {
+		return fmt.Sprintf("%dd", d/(24*time.Hour))
+	}
+	return d.String()
 }
 
 // from is the window's start as ClickHouse compares it (epoch 0: all time).

@@ -40,6 +40,14 @@ func parseAge(s string) (time.Duration, error) {
 	return d, nil
 }
 
+// ageName says an age in days when it is whole days ("30d").
+func ageName(d time.Duration) string {
+	if d%(24*time.Hour) == 0 {
+		return fmt.Sprintf("%dd", d/(24*time.Hour))
+	}
+	return d.String()
+}
+
 // exportedEntry is one line of `herald sessions export --format jsonl`
 // after the first (the session itself).
 type exportedEntry struct {
@@ -280,7 +288,7 @@ func pruneSessions(ctx context.Context, js jetstream.JetStream, olderThan time.D
 		}
 		age := time.Since(time.UnixMilli(st.TurnStartedMs)).Round(time.Hour)
 		if dryRun {
-			fmt.Fprintf(cio.out, "would delete session %s (last turn %s ago)\n", st.SessionID, age)
+			fmt.Fprintf(cio.out, "would delete session %s (last turn %s ago)\n", st.SessionID, ageName(age.Round(24*time.Hour)))
 			deleted++
 			continue
 		}
@@ -297,6 +305,6 @@ func pruneSessions(ctx context.Context, js jetstream.JetStream, olderThan time.D
 	if dryRun {
 		verb = "would delete"
 	}
-	fmt.Fprintf(cio.out, "%s %d sessions whose last turn is older than %s\n", verb, deleted, olderThan)
+	fmt.Fprintf(cio.out, "%s %d sessions whose last turn is older than %s\n", verb, deleted, ageName(olderThan))
 	return nil
 }

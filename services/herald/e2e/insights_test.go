@@ -69,7 +69,7 @@ func TestInsightsReportsModelsToolsSessionsAndErrors(t *testing.T) {
 
 	table, code := runHerald(t, env, "insights")
 	require.Equal(t, 0, code, table)
-	for _, want := range []string{"the last 168h0m0s", "Top models", "test-model", "Tools", "read_file", "Sessions by cost", files.SessionID, "Errors", "server_error"} {
+	for _, want := range []string{"the last 7d (since ", "Top models", "test-model", "Tools", "read_file", "Sessions by cost", files.SessionID, "Errors", "server_error"} {
 		require.Contains(t, table, want)
 	}
 	out, code := runHerald(t, env, "insights", "--since", "soon")

@@ -145,7 +145,7 @@ func TestSessionsContinueExportDeletePrune(t *testing.T) {
 	out, code = runHeraldIn(t, dir, env, "sessions", "prune", "--older-than", "30d")
 	require.Equal(t, 0, code, out)
 	require.Contains(t, out, "deleted session "+b.SessionID)
-	require.Contains(t, out, "deleted 1 sessions whose last turn is older than 720h0m0s")
+	require.Contains(t, out, "deleted 1 sessions whose last turn is older than 30d")
 	list, _ = runHeraldIn(t, dir, env, "sessions", "list")
 	require.NotContains(t, list, b.SessionID)
 	require.Contains(t, list, searched.SessionID, "a recent session is kept")
