@@ -91,6 +91,7 @@ func (r *callRun) attempt(ctx context.Context, ep endpoint) (modelAnswer, *attem
 	}
 	r.attempts++
 	r.s.counters.attempts.Add(1)
+	r.apiRequestStarting(ep)
 	actx, cancel := context.WithTimeout(ctx, r.s.cfg.Retry.CallTimeout)
 	defer cancel()
 	t0 := time.Now()
@@ -100,6 +101,7 @@ func (r *callRun) attempt(ctx context.Context, ep endpoint) (modelAnswer, *attem
 		ans.message.Content = ScrubMemoryContext(ans.message.GetContent())
 		ans.message.Reasoning = ScrubMemoryContext(ans.message.GetReasoning())
 		r.bill(ctx, ep, ans.usage, latency, nil)
+		r.apiRequestDone(ep, ans.usage, latency, nil)
 		return ans, nil
 	}
 	var spent *heraldpb.Usage
@@ -112,6 +114,7 @@ func (r *callRun) attempt(ctx context.Context, ep endpoint) (modelAnswer, *attem
 	}
 	ae.detail = redact(ae.detail, ep.apiKey)
 	r.bill(ctx, ep, spent, latency, ae)
+	r.apiRequestDone(ep, spent, latency, ae)
 	return modelAnswer{}, ae
 }
 

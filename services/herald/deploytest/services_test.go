@@ -69,6 +69,9 @@ func TestEveryServiceRunsUnderItsOwnUser(t *testing.T) {
 		startService(t, s, cfg, name)
 	}
 
+	// A plugin hears every hook and answers the requests.
+	hooksHeard := hookPlugin(t, s)
+
 	// A client submits the task and follows its events and result.
 	task := proto.Task{Prompt: taskPrompt, SessionID: "s-deploy", TaskID: "t-deploy"}
 	res, events := runTask(t, s, task)
@@ -132,6 +135,11 @@ func TestEveryServiceRunsUnderItsOwnUser(t *testing.T) {
 		info, err := cons.Info(ctx)
 		return err == nil && info.Delivered.Consumer >= 1 && info.NumAckPending == 0
 	}, 20*time.Second, 20*time.Millisecond, "the interrupt was not handled; server refused: %v", s.violations())
+
+	for _, subj := range []string{bus.HookOnSessionStart(), bus.HookPreLLMCall(), bus.HookPreAPIRequest(), bus.HookPostAPIRequest(), bus.HookPreToolCall()} {
+		require.Eventually(t, func() bool { return hooksHeard.has(subj) }, 5*time.Second, 10*time.Millisecond, "the plugin never heard %s", subj)
+	}
+	require.True(t, hooksHeard.answered.Load() >= 4, "the services got the plugin's answers to pre_llm_call and pre_tool_call")
 
 	requireNoDeadLetters(t, admin.js)
 	require.Empty(t, s.violations(), "no service needed a subject the config does not grant it")
