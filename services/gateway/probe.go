@@ -35,11 +35,11 @@ type ProbeReport struct {
 }
 
 // Probe sends provider p one streamed request offering ProbeTool, through
-// the same client the gateway serves calls with.
-func Probe(ctx context.Context, p config.Provider, pricing map[string]config.Price) ProbeReport {
+// the same client (and provider profile) the gateway serves calls with.
+func Probe(ctx context.Context, p config.Provider, pricing map[string]config.Price, profiles map[string]config.ProviderProfile) ProbeReport {
 	_, source := NewPricer(pricing).Lookup(p.Model)
 	rep := ProbeReport{Provider: p.Provider, Model: p.Model, PriceSource: source}
-	ep, err := newEndpoint(p, 0)
+	ep, err := newEndpoint(p, 0, profiles)
 	if err != nil {
 		rep.Class, rep.Detail = ClassFormatError, err.Error()
 		return rep

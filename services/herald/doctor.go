@@ -248,18 +248,18 @@ func providerChecks(ctx context.Context, cfg config.Config) []check {
 				keyFix = "set " + p.APIKeyEnv
 			}
 		}
-		out = append(out, providerCheck(ctx, name, p, cfg.Pricing, keyFix))
+		out = append(out, providerCheck(ctx, name, p, cfg, keyFix))
 	}
 	return out
 }
 
-func providerCheck(ctx context.Context, name string, p config.Provider, pricing map[string]config.Price, keyFix string) check {
+func providerCheck(ctx context.Context, name string, p config.Provider, cfg config.Config, keyFix string) check {
 	if p.Model == "" {
 		return check{Name: name, Status: checkFail, Detail: "no model configured", Fix: "set HERALD_MODEL or model.default in herald.yaml"}
 	}
 	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()
-	r := gateway.Probe(ctx, p, pricing)
+	r := gateway.Probe(ctx, p, cfg.Pricing, cfg.Providers)
 	what := fmt.Sprintf("%s %s (%s)", r.Provider, r.Model, r.Mode)
 	switch {
 	case r.Class == gateway.ClassAuth:
