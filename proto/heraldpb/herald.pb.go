@@ -1490,8 +1490,12 @@ type TranscriptEntry struct {
 	// prev_chain, the chain up to the one before); the session state keeps the
 	// chain of its last committed entry, so a reader tells committed entries
 	// from those of a transition that lost its commit.
-	Chain         uint64 `protobuf:"varint,6,opt,name=chain,proto3" json:"chain,omitempty"`
-	PrevChain     uint64 `protobuf:"varint,7,opt,name=prev_chain,json=prevChain,proto3" json:"prev_chain,omitempty"`
+	Chain     uint64 `protobuf:"varint,6,opt,name=chain,proto3" json:"chain,omitempty"`
+	PrevChain uint64 `protobuf:"varint,7,opt,name=prev_chain,json=prevChain,proto3" json:"prev_chain,omitempty"`
+	// cli: deleted marks a tombstone that `herald sessions delete` writes
+	// after purging the session's entries (index -1, no message): readers of
+	// the stream, the session-search index among them, forget the session.
+	Deleted       bool `protobuf:"varint,200,opt,name=deleted,proto3" json:"deleted,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1573,6 +1577,13 @@ func (x *TranscriptEntry) GetPrevChain() uint64 {
 		return x.PrevChain
 	}
 	return 0
+}
+
+func (x *TranscriptEntry) GetDeleted() bool {
+	if x != nil {
+		return x.Deleted
+	}
+	return false
 }
 
 var File_herald_v1_herald_proto protoreflect.FileDescriptor
@@ -1752,7 +1763,7 @@ const file_herald_v1_herald_proto_rawDesc = "" +
 	"durationMs\x12\x16\n" +
 	"\x06status\x18\n" +
 	" \x01(\tR\x06status\x12!\n" +
-	"\foutput_bytes\x18\v \x01(\x03R\voutputBytes\"\xdf\x01\n" +
+	"\foutput_bytes\x18\v \x01(\x03R\voutputBytes\"\xfa\x01\n" +
 	"\x0fTranscriptEntry\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x14\n" +
@@ -1763,7 +1774,8 @@ const file_herald_v1_herald_proto_rawDesc = "" +
 	"\x04turn\x18\x05 \x01(\x05R\x04turn\x12\x14\n" +
 	"\x05chain\x18\x06 \x01(\x04R\x05chain\x12\x1d\n" +
 	"\n" +
-	"prev_chain\x18\a \x01(\x04R\tprevChainB,Z*github.com/heraldrun/herald/proto/heraldpbb\x06proto3"
+	"prev_chain\x18\a \x01(\x04R\tprevChain\x12\x19\n" +
+	"\adeleted\x18\xc8\x01 \x01(\bR\adeletedB,Z*github.com/heraldrun/herald/proto/heraldpbb\x06proto3"
 
 var (
 	file_herald_v1_herald_proto_rawDescOnce sync.Once
