@@ -58,7 +58,7 @@ func TestSessionTracePageInHeadlessChromium(t *testing.T) {
 	require.Equal(t, 1, strings.Count(dom, `class="tag fallback"`), "the fallback is marked")
 	require.Equal(t, 4, strings.Count(dom, `class="tag error"`), "the four failed attempts are marked")
 	require.Contains(t, dom, "execute_tool write_file")
-	require.Contains(t, dom, `{"path":"traced.txt","content":"seen from outside"}`, "tool arguments")
+	require.Regexp(t, `arguments:<pre>\{"(content":"seen from outside","path":"traced.txt|path":"traced.txt","content":"seen from outside)"\}</pre>`, dom, "tool arguments")
 	require.Contains(t, dom, "wrote 17 bytes", "tool results")
 	require.Contains(t, dom, "the file says: seen from outside", "the final answer")
 	require.Contains(t, dom, "write traced.txt, read it back", "the turn's prompt")
