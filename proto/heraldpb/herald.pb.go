@@ -1503,7 +1503,11 @@ type TranscriptEntry struct {
 	Chain     uint64 `protobuf:"varint,6,opt,name=chain,proto3" json:"chain,omitempty"`
 	PrevChain uint64 `protobuf:"varint,7,opt,name=prev_chain,json=prevChain,proto3" json:"prev_chain,omitempty"`
 	// tenant owns the session: session_search shows a tenant its own sessions only.
-	Tenant        string `protobuf:"bytes,180,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	Tenant string `protobuf:"bytes,180,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	// cli: deleted marks a tombstone that `herald sessions delete` writes
+	// after purging the session's entries (index -1, no message): readers of
+	// the stream, the session-search index among them, forget the session.
+	Deleted       bool `protobuf:"varint,200,opt,name=deleted,proto3" json:"deleted,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1592,6 +1596,13 @@ func (x *TranscriptEntry) GetTenant() string {
 		return x.Tenant
 	}
 	return ""
+}
+
+func (x *TranscriptEntry) GetDeleted() bool {
+	if x != nil {
+		return x.Deleted
+	}
+	return false
 }
 
 var File_herald_v1_herald_proto protoreflect.FileDescriptor
@@ -1772,7 +1783,7 @@ const file_herald_v1_herald_proto_rawDesc = "" +
 	"durationMs\x12\x16\n" +
 	"\x06status\x18\n" +
 	" \x01(\tR\x06status\x12!\n" +
-	"\foutput_bytes\x18\v \x01(\x03R\voutputBytes\"\xf8\x01\n" +
+	"\foutput_bytes\x18\v \x01(\x03R\voutputBytes\"\x93\x02\n" +
 	"\x0fTranscriptEntry\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x14\n" +
@@ -1784,7 +1795,8 @@ const file_herald_v1_herald_proto_rawDesc = "" +
 	"\x05chain\x18\x06 \x01(\x04R\x05chain\x12\x1d\n" +
 	"\n" +
 	"prev_chain\x18\a \x01(\x04R\tprevChain\x12\x17\n" +
-	"\x06tenant\x18\xb4\x01 \x01(\tR\x06tenantB,Z*github.com/heraldrun/herald/proto/heraldpbb\x06proto3"
+	"\x06tenant\x18\xb4\x01 \x01(\tR\x06tenant\x12\x19\n" +
+	"\adeleted\x18\xc8\x01 \x01(\bR\adeletedB,Z*github.com/heraldrun/herald/proto/heraldpbb\x06proto3"
 
 var (
 	file_herald_v1_herald_proto_rawDescOnce sync.Once

@@ -44,6 +44,7 @@ type chatWireMessage struct {
 	Content          json.RawMessage `json:"content"`
 	ReasoningContent json.RawMessage `json:"reasoning_content"`
 	Reasoning        json.RawMessage `json:"reasoning"`
+	Refusal          json.RawMessage `json:"refusal"`
 	ToolCalls        []chatWireCall  `json:"tool_calls"`
 }
 
@@ -65,6 +66,8 @@ type chatDecoder struct {
 	think     thinkSplitter
 	tagged    strings.Builder // reasoning read from <think> tags
 	calls     []*heraldpb.ToolCall
+	atIndex   map[int]*heraldpb.ToolCall // the call a wire index continues
+	refusal   strings.Builder
 	reason    string
 	usage     *chatWireUsage
 }
@@ -157,6 +160,7 @@ func (d *chatDecoder) addMessage(m chatWireMessage, streamed bool) {
 		d.tagged.WriteString(inline)
 	}
 	d.reasoning.WriteString(reasoning)
+	d.refusal.WriteString(rawText(m.Refusal))
 	d.text.WriteString(text)
 	if streamed && text != "" && d.onDelta != nil {
 		d.onDelta(text)
@@ -165,15 +169,23 @@ func (d *chatDecoder) addMessage(m chatWireMessage, streamed bool) {
 
 // addCallDeltas assembles streamed tool calls: a delta names its call by
 // index; a delta without one starts a new call when it has an id or name.
+// A new id at an index already holding another call starts a new call:
+// Ollama streams every call at index 0 with its own id, and merged by index
+// two read_file calls would become one named "read_fileread_file".
 func (d *chatDecoder) addCallDeltas(deltas []chatWireCall) {
 	for _, tc := range deltas {
 		var call *heraldpb.ToolCall
 		switch {
 		case tc.Index != nil && *tc.Index >= 0 && *tc.Index < 1024:
-			for len(d.calls) <= *tc.Index {
-				d.calls = append(d.calls, &heraldpb.ToolCall{})
+			if d.atIndex == nil {
+				d.atIndex = map[int]*heraldpb.ToolCall{}
 			}
-			call = d.calls[*tc.Index]
+			call = d.atIndex[*tc.Index]
+			if call == nil || (tc.ID != "" && call.Id != "" && call.Id != tc.ID) {
+				call = &heraldpb.ToolCall{}
+				d.calls = append(d.calls, call)
+				d.atIndex[*tc.Index] = call
+			}
 		case tc.ID != "" || tc.Function.Name != "" || len(d.calls) == 0:
 			call = &heraldpb.ToolCall{}
 			d.calls = append(d.calls, call)
@@ -232,7 +244,7 @@ func (d *chatDecoder) answer() modelAnswer {
 	} else {
 		usage = &heraldpb.Usage{}
 	}
-	return modelAnswer{message: msg, finishReason: d.reason, usage: usage, promptTokens: prompt}
+	return asRefusal(modelAnswer{message: msg, finishReason: d.reason, usage: usage, promptTokens: prompt}, d.refusal.String())
 }
 
 // contentParts reads content that is a string or a list of typed chunks:

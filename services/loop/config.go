@@ -31,6 +31,9 @@ type Config struct {
 	// PressureCooldown spaces context-pressure events of one session.
 	PressureCooldown time.Duration
 	Pool             string
+	// Fallbacks is how many fallback providers the gateway may turn to;
+	// with none, asking for the fallback would only ask the primary again.
+	Fallbacks int
 	// Hooks is how pre_llm_call is asked.
 	Hooks hooks.Config
 	// Now is the clock the cooldowns are measured by (nil: time.Now); tests
@@ -54,6 +57,7 @@ func ConfigFrom(c config.Config) Config {
 		SnapshotTimeout:       2 * time.Second,
 		PressureCooldown:      300 * time.Second,
 		Pool:                  bus.DefaultPool,
+		Fallbacks:             len(c.FallbackProviders),
 		Hooks:                 hooks.ConfigFrom(c),
 		Now:                   time.Now,
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/heraldrun/herald/pkg/bus"
+	"github.com/heraldrun/herald/pkg/telemetry"
 	"github.com/heraldrun/herald/pkg/toolspec"
 	"github.com/heraldrun/herald/proto"
 	"github.com/heraldrun/herald/proto/heraldpb"
@@ -76,6 +77,7 @@ func (s *Service) startTurn(ctx context.Context, t *txn, task proto.Task, publis
 	st.Usage = proto.Usage{}
 	st.resetTurnCounters()
 	st.TurnStartedMs = published.UnixMilli()
+	st.Trace, st.TraceParent = telemetry.NewTurn(ctx)
 	if len(t.msgs) == 0 {
 		t.afterCommit(func() { s.sessionStarted(st, task) })
 		t.appendMsg(&heraldpb.ChatMessage{Role: "system", Content: s.buildSystemPrompt(ctx, st, task.SystemMessage)})

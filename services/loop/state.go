@@ -126,6 +126,11 @@ type State struct {
 	// (<sid>-c<n>); Logs are the earlier ones, oldest first.
 	LogSID string   `json:"log_sid,omitempty"`
 	Logs   []string `json:"logs,omitempty"`
+	// Trace is the current turn's span as a W3C traceparent, TraceParent
+	// the span id it hangs under (see telemetry.NewTurn); empty when the
+	// turn's loop exported no traces.
+	Trace       string `json:"trace,omitempty"`
+	TraceParent string `json:"trace_parent,omitempty"`
 }
 
 // resetTurnCounters clears what one turn's retries and repairs counted.

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/heraldrun/herald/pkg/bus"
+	"github.com/heraldrun/herald/pkg/telemetry"
 	"github.com/heraldrun/herald/proto"
 	"github.com/heraldrun/herald/proto/heraldpb"
 )
@@ -112,6 +113,7 @@ func (s *Service) advanceOnce(ctx context.Context, sid string, decide func(t *tx
 	if t.st == nil {
 		return fmt.Errorf("session %s: transition produced no state", sid)
 	}
+	ctx = telemetry.WithTraceparent(ctx, t.st.Trace)
 	if err := s.publish(ctx, t); err != nil {
 		return err
 	}
@@ -122,6 +124,7 @@ func (s *Service) advanceOnce(ctx context.Context, sid string, decide func(t *tx
 		return err
 	}
 	s.tr.remember(sid, rec, t.history())
+	s.observe(t)
 	for _, ev := range t.events {
 		ev.BoundTenant = t.st.BoundTenant
 		if err := bus.PublishEvent(s.deps.NC, ev); err != nil {

@@ -132,7 +132,7 @@ func (sb *Sandbox) bwrapArgs(dir string) []string {
 		a = append(a, "--uid", sandboxUID, "--gid", sandboxUID)
 	}
 	a = append(a, "--ro-bind", "/usr", "/usr")
-	for _, p := range systemDirs() {
+	for _, p := range hostSystemDirs() {
 		if target, err := os.Readlink(p); err == nil {
 			a = append(a, "--symlink", target, p)
 		} else {
@@ -175,8 +175,8 @@ func (sb *Sandbox) hiddenIn(dir string) []string {
 	return out
 }
 
-// systemDirs are /bin, /sbin and /lib* of this host (folders or symlinks).
-func systemDirs() []string {
+// hostSystemDirs are /bin, /sbin and /lib* of this host (folders or symlinks).
+func hostSystemDirs() []string {
 	out := []string{}
 	for _, p := range []string{"/bin", "/sbin"} {
 		if _, err := os.Lstat(p); err == nil {

@@ -249,3 +249,35 @@ func requireNoDeadLetters(t *testing.T, js jetstream.JetStream) {
 	require.NoError(t, err)
 	require.Zero(t, info.State.Msgs, "nothing was dead-lettered")
 }
+
+// The client user reads session state, as herald chat's /cost, /resume and
+// /sessions and run -c do against a cluster, and still cannot write it.
+func TestClientReadsButCannotWriteSessionState(t *testing.T) {
+	s := startSecured(t)
+	s.declared(t)
+	cfg := stackConfig(t, "")
+	for _, name := range service.Names {
+		if name != "accounting" {
+			startService(t, s, cfg, name)
+		}
+	}
+	task := proto.Task{Prompt: "hello", SessionID: "s-client-reads", TaskID: "t-client-reads"}
+	res, _ := runTask(t, s, task)
+	require.Equal(t, proto.ExitTextResponse, res.ExitReason)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	client := s.connect(t, "client")
+	st, err := loop.LoadSession(ctx, client.js, task.SessionID)
+	require.NoError(t, err, "server refused: %v", s.violations())
+	require.Equal(t, 1, st.Turn)
+	all, err := loop.ListSessions(ctx, client.js)
+	require.NoError(t, err, "server refused: %v", s.violations())
+	require.Len(t, all, 1)
+	require.Empty(t, s.violations(), "reading needed nothing the client is not granted")
+
+	kv, err := client.js.KeyValue(ctx, bus.BucketSessions)
+	require.NoError(t, err)
+	_, err = kv.Put(ctx, task.SessionID, []byte(`{}`))
+	require.Error(t, err, "the client cannot change a session's state")
+}
