@@ -203,6 +203,9 @@ func isDir(p string) bool {
 	return err == nil && info.IsDir()
 }
 
+// Close releases what a sandbox made with NewSandbox holds.
+func (sb *Sandbox) Close() { sb.close() }
+
 // close releases what the sandbox holds for the runner's lifetime.
 func (sb *Sandbox) close() {
 	if sb != nil && sb.limits != nil {
