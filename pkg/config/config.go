@@ -86,6 +86,9 @@ type MCPServer struct {
 	Command string            `yaml:"command"`
 	Args    []string          `yaml:"args"`
 	Env     map[string]string `yaml:"env"`
+	// Sandbox is how this server differs from the sandbox settings:
+	// `sandbox: none` (unconfined) or `sandbox: {network: true}`.
+	Sandbox MCPSandbox `yaml:"sandbox"`
 }
 
 // Hooks configures plugin hooks (herald.hooks.* subjects).
@@ -319,6 +322,11 @@ func (c Config) Validate() error {
 	check(c.Hooks.TimeoutMS >= 0, "hooks.timeout_ms must not be negative")
 	check(c.CodeExecution.Timeout >= 0 && c.CodeExecution.MaxToolCalls >= 0 && c.CodeExecution.MaxOutputChars >= 0,
 		"code_execution limits must not be negative")
+	for name, m := range c.MCPServers {
+		for _, p := range m.Sandbox.ReadOnly {
+			check(filepath.IsAbs(p), "mcp_servers.%s.sandbox.read_only: %q is not an absolute path", name, p)
+		}
+	}
 	for i, p := range c.FallbackProviders {
 		check(p.Model != "", "fallback_providers[%d].model is required", i)
 	}
