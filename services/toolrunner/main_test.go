@@ -3,8 +3,10 @@ package toolrunner
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -72,7 +74,63 @@ func runTestMCPServer() {
 		func(_ context.Context, _ *mcp.CallToolRequest, _ none) (*mcp.CallToolResult, any, error) {
 			return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "it broke"}}}, nil, nil
 		})
+	addProbeTools(s)
 	_ = s.Run(context.Background(), &mcp.StdioTransport{})
+}
+
+type pathIn struct {
+	Path string `json:"path" jsonschema:"a file"`
+}
+
+type writeIn struct {
+	Path string `json:"path" jsonschema:"a file"`
+	Text string `json:"text" jsonschema:"what to write"`
+}
+
+type addrIn struct {
+	Addr string `json:"addr" jsonschema:"host:port"`
+}
+
+// addProbeTools are what a hostile MCP server would try: read and write
+// any file, connect anywhere, look at the host's processes.
+func addProbeTools(s *mcp.Server) {
+	text := func(format string, a ...any) *mcp.CallToolResult {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf(format, a...)}}}
+	}
+	mcp.AddTool(s, &mcp.Tool{Name: "read", Description: "Read a file."},
+		func(_ context.Context, _ *mcp.CallToolRequest, in pathIn) (*mcp.CallToolResult, any, error) {
+			data, err := os.ReadFile(in.Path)
+			if err != nil {
+				return text("refused: %v", err), nil, nil
+			}
+			return text("read: %s", data), nil, nil
+		})
+	mcp.AddTool(s, &mcp.Tool{Name: "write", Description: "Write a file."},
+		func(_ context.Context, _ *mcp.CallToolRequest, in writeIn) (*mcp.CallToolResult, any, error) {
+			if err := os.WriteFile(in.Path, []byte(in.Text), 0o644); err != nil {
+				return text("refused: %v", err), nil, nil
+			}
+			return text("written"), nil, nil
+		})
+	mcp.AddTool(s, &mcp.Tool{Name: "dial", Description: "Connect to an address."},
+		func(_ context.Context, _ *mcp.CallToolRequest, in addrIn) (*mcp.CallToolResult, any, error) {
+			c, err := net.DialTimeout("tcp", in.Addr, 2*time.Second)
+			if err != nil {
+				return text("refused: %v", err), nil, nil
+			}
+			_ = c.Close()
+			return text("connected"), nil, nil
+		})
+	mcp.AddTool(s, &mcp.Tool{Name: "procs", Description: "The command lines of every process in sight."},
+		func(_ context.Context, _ *mcp.CallToolRequest, _ none) (*mcp.CallToolResult, any, error) {
+			dirs, _ := filepath.Glob("/proc/[0-9]*")
+			var lines []string
+			for _, d := range dirs {
+				cmdline, _ := os.ReadFile(filepath.Join(d, "cmdline"))
+				lines = append(lines, filepath.Base(d)+" "+strings.ReplaceAll(string(cmdline), "\x00", " "))
+			}
+			return text("%s", strings.Join(lines, "\n")), nil, nil
+		})
 }
 
 // runRunnerProcess is `herald serve toolrunner` in miniature: a runner on its

@@ -4,11 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os/exec"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/heraldrun/herald/pkg/config"
@@ -25,6 +24,8 @@ const MCPPrefix = "mcp_"
 type mcpHub struct {
 	sessions map[string]*mcp.ClientSession
 	tools    map[string]mcpTool
+	// releases free each server's sandbox once it has stopped.
+	releases map[string]func()
 }
 
 type mcpTool struct {
@@ -37,7 +38,7 @@ type mcpTool struct {
 // startMCP starts every configured server and lists its tools; a server
 // that cannot start fails Start, so a broken configuration is seen at once.
 func (s *Service) startMCP(ctx context.Context) error {
-	hub := &mcpHub{sessions: map[string]*mcp.ClientSession{}, tools: map[string]mcpTool{}}
+	hub := &mcpHub{sessions: map[string]*mcp.ClientSession{}, tools: map[string]mcpTool{}, releases: map[string]func(){}}
 	s.mcp = hub
 	names := make([]string, 0, len(s.cfg.MCPServers))
 	for name := range s.cfg.MCPServers {
@@ -45,7 +46,10 @@ func (s *Service) startMCP(ctx context.Context) error {
 	}
 	sort.Strings(names)
 	for _, name := range names {
-		if err := hub.connect(ctx, name, s.cfg.MCPServers[name], s.cfg.WorkspaceRoot, s.secrets.scrubbedEnv(), s.cfg.TerminalTimeout); err != nil {
+		if srv := s.cfg.MCPServers[name]; srv.Sandbox.None && s.sandbox.Confined() {
+			s.log.Warn().Str("mcp_server", name).Msg("mcp_servers." + name + ".sandbox is none: this server runs with the tool runner's own view of the machine (files, network, processes)")
+		}
+		if err := hub.connect(ctx, name, s.cfg.MCPServers[name], s.sandbox, s.cfg.WorkspaceRoot, s.secrets.scrubbedEnv(), s.cfg.TerminalTimeout); err != nil {
 			s.stopMCP()
 			return fmt.Errorf("toolrunner: MCP server %s: %w", name, err)
 		}
@@ -53,16 +57,18 @@ func (s *Service) startMCP(ctx context.Context) error {
 	return nil
 }
 
-func (h *mcpHub) connect(ctx context.Context, name string, srv config.MCPServer, dir string, env []string, timeout time.Duration) error {
-	cmd := exec.Command(srv.Command, srv.Args...)
+func (h *mcpHub) connect(ctx context.Context, name string, srv config.MCPServer, sb *Sandbox, dir string, env []string, timeout time.Duration) error {
 	// The server gets the scrubbed environment plus what its entry names:
 	// a key it needs is given to it alone, never to every tool.
-	cmd.Env = env
+	env = slices.Clone(env)
 	for k, v := range srv.Env {
-		cmd.Env = append(cmd.Env, k+"="+v)
+		env = append(env, k+"="+v)
 	}
-	cmd.Dir = dir
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	cmd, release, err := sb.ServerCommand(srv, dir, env)
+	if err != nil {
+		return fmt.Errorf("start %s: %w", srv.Command, err)
+	}
+	h.releases[name] = release
 	client := mcp.NewClient(&mcp.Implementation{Name: "herald-toolrunner", Version: "v1"}, nil)
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
@@ -110,7 +116,10 @@ func (s *Service) stopMCP() {
 			s.log.Debug().Err(err).Str("mcp_server", name).Msg("MCP server stopped with an error")
 		}
 	}
-	s.mcp.sessions = map[string]*mcp.ClientSession{}
+	for _, release := range s.mcp.releases {
+		release()
+	}
+	s.mcp.sessions, s.mcp.releases = map[string]*mcp.ClientSession{}, map[string]func(){}
 }
 
 func (h *mcpHub) lookup(name string) (tool, toolspec.Spec, bool) {

@@ -3,8 +3,12 @@ package toolrunner
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
+	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -74,10 +78,31 @@ func TestMCPServerThatCannotStartFailsStart(t *testing.T) {
 }
 
 func TestMCPServerStopsWithTheRunner(t *testing.T) {
-	h := newHarness(t, withTestMCPServer)
-	pid, err := strconv.Atoi(h.call("mcp_demo_pid", map[string]any{}).GetContent())
-	require.NoError(t, err)
-	require.True(t, processAlive(pid))
+	// The server has its own PID namespace, so the pid it reports is not
+	// the host's: the test finds it on the host by an environment mark.
+	mark := fmt.Sprintf("HERALD_TEST_MARK=%d", time.Now().UnixNano())
+	h := newHarness(t, withTestMCPServer, func(c *Config) {
+		demo := c.MCPServers["demo"]
+		demo.Env = map[string]string{helperEnv: "mcp", "HERALD_TEST_MARK": strings.TrimPrefix(mark, "HERALD_TEST_MARK=")}
+		c.MCPServers["demo"] = demo
+	})
+	require.Equal(t, "echo: up", h.call("mcp_demo_echo", map[string]any{"text": "up"}).GetContent())
+	pids := hostPIDsWith(mark)
+	require.NotEmpty(t, pids, "the server is running on the host")
 	require.NoError(t, h.svc.Shutdown(context.Background()))
-	require.Eventually(t, func() bool { return !processAlive(pid) }, 10*time.Second, 20*time.Millisecond)
+	require.Eventually(t, func() bool { return len(hostPIDsWith(mark)) == 0 }, 10*time.Second, 20*time.Millisecond)
+}
+
+// hostPIDsWith are the live host processes whose environment holds kv.
+func hostPIDsWith(kv string) []int {
+	dirs, _ := filepath.Glob("/proc/[0-9]*")
+	var out []int
+	for _, d := range dirs {
+		env, err := os.ReadFile(filepath.Join(d, "environ"))
+		pid, _ := strconv.Atoi(filepath.Base(d))
+		if err == nil && slices.Contains(strings.Split(string(env), "\x00"), kv) && processAlive(pid) {
+			out = append(out, pid)
+		}
+	}
+	return out
 }

@@ -1,0 +1,177 @@
+package toolrunner
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+
+	"github.com/heraldrun/herald/pkg/bus"
+	"github.com/heraldrun/herald/pkg/config"
+)
+
+// ServerCommand returns the command that starts MCP server srv with its
+// working folder dir (the runner's workspace root) read-write and env as
+// its whole environment. The server gets the sandbox of every command: the
+// system folders and the read_only paths read-only, a private /tmp, no
+// host process, no network unless sandbox.network or its own
+// sandbox.network allows it, the CPU, memory and process limits, and it
+// dies with the runner. Its install folder is made visible read-only too
+// (see installFolders). With `sandbox: none`, or sandbox.mode none, it runs
+// unconfined. release frees the server's cgroup and kills what is left of
+// it; call it once the server has stopped.
+func (sb *Sandbox) ServerCommand(srv config.MCPServer, dir string, env []string) (*exec.Cmd, func(), error) {
+	program, err := exec.LookPath(srv.Command)
+	if err != nil {
+		return nil, nil, err
+	}
+	if !sb.Confined() || srv.Sandbox.None {
+		cmd := exec.Command(program, srv.Args...)
+		cmd.Dir, cmd.Env = dir, env
+		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+		return cmd, func() {}, nil
+	}
+	if real, err := filepath.EvalSymlinks(dir); err == nil {
+		dir = real // the folder as the mounts and masks name it
+	}
+	// A server lives longer than any task: the root's tenants' folder is
+	// made now, so it is masked even for tenants who come later.
+	if root, err := filepath.EvalSymlinks(sb.workspaceRoot); err == nil && root == dir {
+		if err := os.MkdirAll(filepath.Join(dir, bus.TenantsFolder), 0o755); err != nil {
+			return nil, nil, err
+		}
+	}
+	own := *sb
+	if srv.Sandbox.Network != nil {
+		own.cfg.Network = *srv.Sandbox.Network
+	}
+	own.cfg.ReadOnly = slices.Concat(sb.cfg.ReadOnly, srv.Sandbox.ReadOnly)
+	for _, f := range installFolders(append([]string{program}, srv.Args...)) {
+		if !own.visible(f, dir) {
+			own.cfg.ReadOnly = append(own.cfg.ReadOnly, f)
+		}
+	}
+	argv := own.bwrapArgs(dir)
+	// The limits are set by the shell, which then becomes the server.
+	argv = append(append(argv, "--", "bash", "-c", own.limitPrefix()+`exec "$0" "$@"`, program), srv.Args...)
+	release := func() {}
+	if sb.limits != nil {
+		join, done, err := sb.limits.open()
+		if err != nil {
+			return nil, nil, fmt.Errorf("sandbox limits: %w", err)
+		}
+		argv, release = join(argv), done
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Dir, cmd.Env = dir, env
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	return cmd, release, nil
+}
+
+// visible reports whether path p is already in the sandbox of a server
+// working in dir: under a system folder, a read_only path or dir itself.
+func (sb *Sandbox) visible(p, dir string) bool {
+	for _, v := range slices.Concat([]string{"/usr", dir}, hostSystemDirs(), sb.cfg.ReadOnly) {
+		if real, err := filepath.EvalSymlinks(v); err == nil {
+			v = real
+		}
+		if (workspace{root: v}).contains(p) {
+			return true
+		}
+	}
+	return false
+}
+
+// installFolders are the host folders a server's program needs to read,
+// found from the program (resolved on PATH) and any argument naming a file
+// (`node /srv/mcp/dist/index.js`), each followed through its symlinks and,
+// for a script, to its interpreter (`#!/usr/bin/env node` on PATH):
+//   - a file inside a node_modules folder: the outermost node_modules
+//     folder on its path, where npm puts the package and its dependencies
+//     (`npm install --prefix P pkg` → P/node_modules; a global install →
+//     <npm prefix>/lib/node_modules);
+//   - a file in the bin folder of a Python virtual environment: the
+//     environment's folder;
+//   - any other file: that file alone.
+//
+// Whatever else a server reads goes in sandbox.read_only (for all) or
+// mcp_servers.<name>.sandbox.read_only (for one server).
+func installFolders(paths []string) []string {
+	var out []string
+	seen := map[string]bool{}
+	var add func(p string, depth int)
+	add = func(p string, depth int) {
+		if !filepath.IsAbs(p) || depth > 2 {
+			return
+		}
+		info, err := os.Stat(p)
+		if err != nil || !info.Mode().IsRegular() {
+			return
+		}
+		real, err := filepath.EvalSymlinks(p)
+		if err != nil {
+			return
+		}
+		for _, f := range []string{installFolder(p), installFolder(real)} {
+			if !seen[f] {
+				seen[f] = true
+				out = append(out, f)
+			}
+		}
+		if interp := interpreter(real); interp != "" {
+			add(interp, depth+1)
+		}
+	}
+	for _, p := range paths {
+		add(p, 0)
+	}
+	return out
+}
+
+func installFolder(p string) string {
+	parts := strings.Split(p, string(filepath.Separator))
+	if i := slices.Index(parts, "node_modules"); i > 0 {
+		return strings.Join(parts[:i+1], string(filepath.Separator))
+	}
+	bin := filepath.Dir(p)
+	if filepath.Base(bin) == "bin" {
+		if _, err := os.Stat(filepath.Join(filepath.Dir(bin), "pyvenv.cfg")); err == nil {
+			return filepath.Dir(bin)
+		}
+	}
+	return p
+}
+
+// interpreter is the program a script's #! line names, resolved on PATH
+// when it is run through env; "" for anything else.
+func interpreter(p string) string {
+	f, err := os.Open(p)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	line, err := bufio.NewReader(f).ReadString('\n')
+	if err != nil || !strings.HasPrefix(line, "#!") {
+		return ""
+	}
+	fields := strings.Fields(strings.TrimPrefix(line, "#!"))
+	if len(fields) == 0 {
+		return ""
+	}
+	if filepath.Base(fields[0]) != "env" {
+		return fields[0]
+	}
+	for _, w := range fields[1:] {
+		if !strings.HasPrefix(w, "-") && !strings.Contains(w, "=") {
+			if path, err := exec.LookPath(w); err == nil {
+				return path
+			}
+			return ""
+		}
+	}
+	return ""
+}
