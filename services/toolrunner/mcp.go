@@ -69,12 +69,14 @@ func (h *mcpHub) connect(ctx context.Context, name string, srv config.MCPServer,
 		return fmt.Errorf("start %s: %w", srv.Command, err)
 	}
 	h.releases[name] = release
+	stderr := &tailBuffer{max: 2048}
+	cmd.Stderr = stderr
 	client := mcp.NewClient(&mcp.Implementation{Name: "herald-toolrunner", Version: "v1"}, nil)
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	session, err := client.Connect(cctx, &mcp.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}, nil)
 	if err != nil {
-		return fmt.Errorf("start %s: %w", srv.Command, err)
+		return fmt.Errorf("start %s: %w%s", srv.Command, err, startHint(srv, sb, stderr.String()))
 	}
 	h.sessions[name] = session
 	for t, err := range session.Tools(cctx, nil) {

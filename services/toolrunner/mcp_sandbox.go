@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 
 	"github.com/heraldrun/herald/pkg/bus"
@@ -174,4 +175,46 @@ func interpreter(p string) string {
 		}
 	}
 	return ""
+}
+
+// startHint is what helps the operator when a server did not start: the
+// end of what it wrote to stderr (with the values its entry hands it
+// redacted) and, in the sandbox, where to let it read more.
+func startHint(srv config.MCPServer, sb *Sandbox, stderr string) string {
+	var b strings.Builder
+	if stderr = strings.TrimSpace(stderr); stderr != "" {
+		for _, v := range srv.Env {
+			if len(v) >= 4 {
+				stderr = strings.ReplaceAll(stderr, v, "[redacted]")
+			}
+		}
+		fmt.Fprintf(&b, "; it said: %s", stderr)
+	}
+	if sb.Confined() && !srv.Sandbox.None {
+		b.WriteString("; it runs in the sandbox: a file it needs outside the system folders and its install folder goes in its sandbox.read_only")
+	}
+	return b.String()
+}
+
+// tailBuffer keeps the last max bytes written to it.
+type tailBuffer struct {
+	mu  sync.Mutex
+	max int
+	buf []byte
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf = append(t.buf, p...)
+	if len(t.buf) > t.max {
+		t.buf = t.buf[len(t.buf)-t.max:]
+	}
+	return len(p), nil
+}
+
+func (t *tailBuffer) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return string(t.buf)
 }

@@ -196,3 +196,71 @@ func TestMCPServerFromNpmRunsInTheSandbox(t *testing.T) {
 	require.NotContains(t, res.GetContent(), "host secret")
 	require.True(t, res.GetIsError(), res.GetContent())
 }
+
+// A server that needs a file the runner cannot guess fails to start saying
+// what it said and where to allow it; its own read_only lets it start.
+func TestMCPServerReadOnlyLetsItReadWhatItNeeds(t *testing.T) {
+	cfgDir := filepath.Join("/var/tmp", fmt.Sprintf("herald-mcp-cfg-%d", time.Now().UnixNano()))
+	plant(t, filepath.Join(cfgDir, "server.conf"), "setting=1")
+	t.Cleanup(func() { _ = os.RemoveAll(cfgDir) })
+	script := filepath.Join(t.TempDir(), "start-server")
+	require.NoError(t, os.WriteFile(script, []byte("#!/bin/sh\ncat "+filepath.Join(cfgDir, "server.conf")+" >/dev/null || exit 3\nexec \"$1\"\n"), 0o755))
+	server := config.MCPServer{Command: script, Args: []string{os.Args[0]}, Env: map[string]string{helperEnv: "mcp"}}
+
+	h := newIdleHarness(t, heraldtest.StartBus(t))
+	h.cfg.MCPServers = map[string]config.MCPServer{"conf": server}
+	nc, js := h.bus.Connect(t, "no-conf")
+	svc, err := New(h.cfg, depsFor(nc, js, t))
+	require.NoError(t, err)
+	err = svc.Start(context.Background())
+	require.ErrorContains(t, err, "server.conf: No such file or directory")
+	require.ErrorContains(t, err, "sandbox.read_only")
+	require.NoError(t, svc.Shutdown(context.Background()))
+
+	server.Sandbox.ReadOnly = []string{cfgDir}
+	h.cfg.MCPServers = map[string]config.MCPServer{"conf": server}
+	h.svc = h.startRunner("with-conf", h.cfg)
+	require.Equal(t, "echo: configured", h.call("mcp_conf_echo", map[string]any{"text": "configured"}).GetContent())
+}
+
+// Where a server's program was installed is found from its path: npm's
+// node_modules folder, a Python virtual environment, else the file alone;
+// a script's interpreter the same way.
+func TestMCPInstallFoldersFollowTheProgram(t *testing.T) {
+	root := t.TempDir()
+	write := func(p, body string) string {
+		require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))
+		require.NoError(t, os.WriteFile(p, []byte(body), 0o755))
+		return p
+	}
+	// npm install --prefix P: P/node_modules/.bin/x -> ../pkg/dist/index.js
+	index := write(filepath.Join(root, "npm", "node_modules", "@scope", "pkg", "dist", "index.js"), "#!/usr/bin/env node\n")
+	link := filepath.Join(root, "npm", "node_modules", ".bin", "x")
+	require.NoError(t, os.MkdirAll(filepath.Dir(link), 0o755))
+	require.NoError(t, os.Symlink(index, link))
+	require.Equal(t, []string{filepath.Join(root, "npm", "node_modules")}, notSystem(installFolders([]string{link})))
+	// node <script>: the script's package folder
+	require.Contains(t, installFolders([]string{"/usr/bin/env", index}), filepath.Join(root, "npm", "node_modules"))
+
+	// a virtual environment: its folder, and the interpreter its script names
+	venv := filepath.Join(root, "venv")
+	write(filepath.Join(venv, "pyvenv.cfg"), "home = /usr/bin\n")
+	python := write(filepath.Join(root, "python", "bin", "python3"), "binary")
+	server := write(filepath.Join(venv, "bin", "mcp-server"), "#!"+python+"\nimport server\n")
+	require.Equal(t, []string{venv, python}, installFolders([]string{server}))
+
+	// a lone program; a folder given as an argument is not shown
+	lone := write(filepath.Join(root, "tools", "mcp-go"), "binary")
+	require.Equal(t, []string{lone}, installFolders([]string{lone, root, "--flag"}))
+}
+
+// notSystem drops the system folders' paths (node, python on PATH).
+func notSystem(paths []string) []string {
+	var out []string
+	for _, p := range paths {
+		if !strings.HasPrefix(p, "/usr/") && !strings.HasPrefix(p, "/bin/") {
+			out = append(out, p)
+		}
+	}
+	return out
+}
