@@ -5,7 +5,8 @@
 #                            them, so a machine that cannot install only warns.
 #   scripts/setup.sh --test  also what `make test` uses: Chromium (dashboard
 #                            test), Bubblewrap (the terminal tool's sandbox),
-#                            tmux and Python 3; fails when it cannot install them.
+#                            tmux, Python 3, and Node.js with npm (an MCP
+#                            server from npm); fails when it cannot install them.
 # Installing needs root or sudo; nothing is installed when nothing is missing.
 set -euo pipefail
 mode=${1:-demo}
@@ -19,6 +20,8 @@ if [ "$mode" = "--test" ]; then
   want bwrap bubblewrap
   want tmux tmux
   want python3 python3
+  want node nodejs
+  want npm npm
 fi
 [ ${#need[@]} -eq 0 ] && exit 0
 mapfile -t need < <(printf '%s\n' "${need[@]}" | sort -u)
