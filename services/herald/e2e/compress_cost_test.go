@@ -6,11 +6,13 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/heraldrun/herald/pkg/bus"
 	"github.com/heraldrun/herald/pkg/config"
 	"github.com/heraldrun/herald/pkg/scripted"
 	"github.com/heraldrun/herald/proto"
+	"github.com/heraldrun/herald/proto/heraldpb"
 	"github.com/heraldrun/herald/services/accounting"
 	"github.com/heraldrun/herald/services/loop"
 	"github.com/stretchr/testify/require"
@@ -136,6 +138,28 @@ func TestCompressionSummaryCostIsOneFigureEverywhere(t *testing.T) {
 	require.Equal(t, task.SessionID, states[0].SessionID)
 	requireSameUSD(t, want.costNano, states[0].SessionCostUSD, "herald sessions list")
 
+	// The compression result delivered again (a loop that stored the
+	// transition but died before its ack) is not counted again.
+	raw, err := bus.LastOnSubject(ctx, h.JS, bus.StreamCompressResults, bus.CompressResult(task.SessionID))
+	require.NoError(t, err)
+	var again heraldpb.CompressResult
+	require.NoError(t, bus.Decode(raw.Data, &again))
+	require.Positive(t, again.SummaryCostUsd, "the result carries the summary's cost")
+	requireSameUSD(t, want.summaryNano, again.SummaryCostUsd, "the compressor's figure for the summary")
+	require.NoError(t, bus.PublishProto(ctx, h.JS, bus.CompressResult(task.SessionID), again.RequestId+":again", &again))
+	seq := lastSeq(t, h, bus.StreamCompressResults)
+	require.Eventually(t, func() bool {
+		c, err := h.JS.Consumer(ctx, bus.StreamCompressResults, "loop-compress")
+		if err != nil {
+			return false
+		}
+		info, err := c.Info(ctx)
+		return err == nil && info.AckFloor.Stream >= seq
+	}, time.Minute, 20*time.Millisecond, "the loop never took the redelivered result")
+	st, err := loop.LoadSession(ctx, h.JS, task.SessionID)
+	require.NoError(t, err)
+	requireSameUSD(t, want.costNano, st.SessionCostUSD, "sessions list after a redelivery")
+
 	t.Logf("compression cost: result %.9f USD = sessions list = ClickHouse %d nano-USD (summary %d) over %d billed calls",
 		res.CostUSD, cost, summaryCost, rows)
 }
@@ -166,3 +190,12 @@ func TestCompressionSummaryCountsAgainstTheBudget(t *testing.T) {
 }
 
 func (l spendTotals) summaryNanoUSD() float64 { return float64(l.summaryNano) / 1e9 }
+
+func lastSeq(t *testing.T, h *H, stream string) uint64 {
+	t.Helper()
+	s, err := h.JS.Stream(context.Background(), stream)
+	require.NoError(t, err)
+	info, err := s.Info(context.Background())
+	require.NoError(t, err)
+	return info.State.LastSeq
+}
