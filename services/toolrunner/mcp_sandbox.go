@@ -26,7 +26,11 @@ import (
 // unconfined. release frees the server's cgroup and kills what is left of
 // it; call it once the server has stopped.
 func (sb *Sandbox) ServerCommand(srv config.MCPServer, dir string, env []string) (*exec.Cmd, func(), error) {
-	program, err := exec.LookPath(srv.Command)
+	program := srv.Command
+	if strings.ContainsRune(program, filepath.Separator) && !filepath.IsAbs(program) {
+		program = filepath.Join(dir, program) // as exec runs it: relative to its folder
+	}
+	program, err := exec.LookPath(program)
 	if err != nil {
 		return nil, nil, err
 	}

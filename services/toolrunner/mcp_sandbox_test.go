@@ -264,3 +264,18 @@ func notSystem(paths []string) []string {
 	}
 	return out
 }
+
+// What a server that failed to start wrote is shown to the operator, but
+// never the values its entry handed it (its API key).
+func TestMCPServerStartErrorHidesItsOwnKey(t *testing.T) {
+	h := newIdleHarness(t, heraldtest.StartBus(t))
+	require.NoError(t, os.WriteFile(filepath.Join(h.cfg.WorkspaceRoot, "start.sh"), []byte("#!/bin/sh\necho \"cannot log in with $SEARCH_TOKEN\" >&2\nexit 1\n"), 0o755))
+	h.cfg.MCPServers = map[string]config.MCPServer{"search": {Command: "./start.sh", Env: map[string]string{"SEARCH_TOKEN": "tok-0123456789"}}}
+	nc, js := h.bus.Connect(t, "keyed")
+	svc, err := New(h.cfg, depsFor(nc, js, t))
+	require.NoError(t, err)
+	err = svc.Start(context.Background())
+	require.ErrorContains(t, err, "cannot log in with [redacted]")
+	require.NotContains(t, err.Error(), "tok-0123456789")
+	require.NoError(t, svc.Shutdown(context.Background()))
+}
