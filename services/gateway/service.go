@@ -32,6 +32,7 @@ type Service struct {
 	health    *health
 	spend     *tenantSpend
 	staleReqs *staleRequests
+	histories *histories
 	counters  counters
 
 	mu       sync.Mutex
@@ -64,6 +65,7 @@ func New(cfg Config, deps service.Deps) (*Service, error) {
 	}
 	s.spend = newTenantSpend(deps.JS, cfg.TenantBudgetsUSD)
 	s.staleReqs = &staleRequests{js: deps.JS}
+	s.histories = newHistories(deps.JS)
 	return s, nil
 }
 

@@ -151,6 +151,7 @@ func (s *Service) llmRequest(t *txn, reqID string, scaffold []scaffoldMsg, grace
 	if !grace {
 		req.Tools = s.wireTools(s.toolsFor(st))
 	}
+	req.History, req.Messages = t.transcriptRef(req.Messages)
 	return req
 }
 
