@@ -20,8 +20,12 @@ demo: setup build
 setup:
 	./scripts/setup.sh
 
-# Second command of the README: every test, race detector on.
+# Second command of the README: installs what the tests use when it is
+# missing (ClickHouse, Chromium, Bubblewrap, protoc, tmux, Python 3), then
+# runs every test, race detector on. Without HERALD_TEST_CLICKHOUSE_DSN the
+# tests start a private ClickHouse of their own.
 test: build
+	./scripts/setup.sh --test
 	HERALD_BIN=$(CURDIR)/$(BIN) $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(MODULES)
 
 vet:

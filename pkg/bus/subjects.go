@@ -21,6 +21,14 @@ const (
 	ToolSpecsSubject    = "herald.tools.specs"
 )
 
+// Plugin hooks (DESIGN.md contract additions): events and request/reply
+// subjects a plugin in any language answers as a plain NATS client.
+func HookOnSessionStart() string { return "herald.hooks.on_session_start" }
+func HookPreLLMCall() string     { return "herald.hooks.pre_llm_call" }
+func HookPreAPIRequest() string  { return "herald.hooks.pre_api_request" }
+func HookPostAPIRequest() string { return "herald.hooks.post_api_request" }
+func HookPreToolCall() string    { return "herald.hooks.pre_tool_call" }
+
 // Owners of LLM responses: each consumes only its own replies.
 const (
 	OwnerLoop       = "loop"

@@ -88,6 +88,30 @@ type MCPServer struct {
 	Env     map[string]string `yaml:"env"`
 }
 
+// Hooks configures plugin hooks (herald.hooks.* subjects).
+type Hooks struct {
+	// TimeoutMS bounds each request/reply hook (default 250).
+	TimeoutMS int `yaml:"timeout_ms"`
+	// PreToolCall is "optional" (no answer allows a call) or "required"
+	// (no answer refuses it).
+	PreToolCall string `yaml:"pre_tool_call"`
+}
+
+// HookRequired is the hooks.pre_tool_call setting that refuses unanswered calls.
+const HookRequired = "required"
+
+// CodeExecution limits execute_code programs (Hermes' code_execution keys).
+type CodeExecution struct {
+	// Timeout in seconds before the program is stopped (default 300).
+	Timeout int `yaml:"timeout"`
+	// MaxToolCalls a program may make (default 50).
+	MaxToolCalls int `yaml:"max_tool_calls"`
+	// MaxOutputChars of output kept in the result, marker included (default 50,000).
+	MaxOutputChars int `yaml:"max_output_chars"`
+	// Python is the interpreter (default: the system's, /usr/bin/python3).
+	Python string `yaml:"python"`
+}
+
 // Config is everything a Herald process can be told.
 type Config struct {
 	NATSURL string `yaml:"nats_url"`
@@ -121,6 +145,12 @@ type Config struct {
 	DashboardToken string `yaml:"dashboard_token"`
 	// Replicas of every stream (3 on a cluster).
 	Replicas int `yaml:"replicas"`
+	// hooks: plugin hooks.
+	Hooks         Hooks         `yaml:"hooks"`
+	CodeExecution CodeExecution `yaml:"code_execution"`
+
+	// Providers overrides the gateway's provider profiles, by provider name.
+	Providers map[string]ProviderProfile `yaml:"providers"`
 }
 
 // Default returns the configuration used when nothing is set.
@@ -278,6 +308,11 @@ func (c Config) Validate() error {
 	default:
 		errs = append(errs, fmt.Errorf("approvals.mode must be manual, off or deny, got %q", c.Approvals.Mode))
 	}
+	check(c.Hooks.PreToolCall == "" || c.Hooks.PreToolCall == "optional" || c.Hooks.PreToolCall == HookRequired,
+		"hooks.pre_tool_call must be optional or required, got %q", c.Hooks.PreToolCall)
+	check(c.Hooks.TimeoutMS >= 0, "hooks.timeout_ms must not be negative")
+	check(c.CodeExecution.Timeout >= 0 && c.CodeExecution.MaxToolCalls >= 0 && c.CodeExecution.MaxOutputChars >= 0,
+		"code_execution limits must not be negative")
 	for i, p := range c.FallbackProviders {
 		check(p.Model != "", "fallback_providers[%d].model is required", i)
 	}

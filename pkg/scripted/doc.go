@@ -13,6 +13,9 @@
 // the same answer: the script depends on the history, not on how often it
 // was called.
 //
+// A Reply's Raw body (with its ContentType) replays a provider's answer byte
+// for byte, as the gateway's conformance suite does with its fixtures.
+//
 // Replies can inject failures: an HTTP status and body, a raw (garbage)
 // body, a delay, a connection dropped mid-answer (CutAfter) or a stream that
 // goes silent (StallAfter).

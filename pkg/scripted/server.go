@@ -122,6 +122,9 @@ type Reply struct {
 	Header map[string]string
 	// Raw replaces the whole response body (e.g. invalid JSON), status 200.
 	Raw string
+	// ContentType of Raw: application/json unless set (text/event-stream
+	// replays a recorded stream byte for byte).
+	ContentType string
 	// Delay waits before answering (the client's cancellation ends it early).
 	Delay time.Duration
 	// ChunkChars splits streamed content into chunks of this many characters.
@@ -257,6 +260,9 @@ func answer(w http.ResponseWriter, api wireAPI, req *Request, reply Reply) {
 		_, _ = io.WriteString(w, reply.Body)
 	case reply.Raw != "":
 		w.Header().Set("Content-Type", "application/json")
+		if reply.ContentType != "" {
+			w.Header().Set("Content-Type", reply.ContentType)
+		}
 		_, _ = io.WriteString(w, reply.Raw)
 	case req.Stream:
 		api.stream(w, req, reply)

@@ -99,6 +99,16 @@ var builtins = map[string]Spec{
 			"question": str("The question to ask."),
 			"choices":  map[string]any{"type": "array", "items": map[string]any{"type": "string"}, "description": "Suggested answers, if any."},
 		})},
+	// Re-running a program after a crash is safe for its tool calls: each has
+	// a deterministic id and is answered from its stored result, never run twice.
+	"execute_code": {Name: "execute_code", Service: "toolrunner", Idempotent: true,
+		Description: "Run a Python 3 program in the workspace and get back only what it prints. " +
+			"Inside it, `from herald_tools import terminal, read_file, write_file, patch, search_files`: each takes the tool's own " +
+			"arguments as keyword arguments and returns the tool's result text; a failed call raises herald_tools.ToolError. " +
+			"Use it to do many tool steps in one go (loops, filtering, aggregating); print only what you need.",
+		Parameters: obj([]string{"code"}, map[string]any{
+			"code": str("The Python 3 program to run."),
+		})},
 	"memory": {Name: "memory", Service: "memory",
 		Description: "Durable memory across sessions: 'memory' holds your own notes, 'user' what you know about the user.",
 		Parameters: obj([]string{"action", "target"}, map[string]any{

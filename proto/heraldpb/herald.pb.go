@@ -826,9 +826,12 @@ type ToolResult struct {
 	DurationMs int64                  `protobuf:"varint,8,opt,name=duration_ms,json=durationMs,proto3" json:"duration_ms,omitempty"`
 	Runner     string                 `protobuf:"bytes,9,opt,name=runner,proto3" json:"runner,omitempty"`
 	// cost_usd and usage of a delegated child session, added to its parent's.
-	CostUsd       float64 `protobuf:"fixed64,10,opt,name=cost_usd,json=costUsd,proto3" json:"cost_usd,omitempty"`
-	Usage         *Usage  `protobuf:"bytes,11,opt,name=usage,proto3" json:"usage,omitempty"`
-	ApiCalls      int32   `protobuf:"varint,12,opt,name=api_calls,json=apiCalls,proto3" json:"api_calls,omitempty"`
+	CostUsd  float64 `protobuf:"fixed64,10,opt,name=cost_usd,json=costUsd,proto3" json:"cost_usd,omitempty"`
+	Usage    *Usage  `protobuf:"bytes,11,opt,name=usage,proto3" json:"usage,omitempty"`
+	ApiCalls int32   `protobuf:"varint,12,opt,name=api_calls,json=apiCalls,proto3" json:"api_calls,omitempty"`
+	// hooks: for a call made by an execute_code program, a digest of its tool
+	// and arguments, so a re-run program is answered only for the same call.
+	CallDigest    string `protobuf:"bytes,160,opt,name=call_digest,json=callDigest,proto3" json:"call_digest,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -945,6 +948,13 @@ func (x *ToolResult) GetApiCalls() int32 {
 		return x.ApiCalls
 	}
 	return 0
+}
+
+func (x *ToolResult) GetCallDigest() string {
+	if x != nil {
+		return x.CallDigest
+	}
+	return ""
 }
 
 // CompressRequest asks the compressor to shrink a history.
@@ -1490,8 +1500,12 @@ type TranscriptEntry struct {
 	// prev_chain, the chain up to the one before); the session state keeps the
 	// chain of its last committed entry, so a reader tells committed entries
 	// from those of a transition that lost its commit.
-	Chain         uint64 `protobuf:"varint,6,opt,name=chain,proto3" json:"chain,omitempty"`
-	PrevChain     uint64 `protobuf:"varint,7,opt,name=prev_chain,json=prevChain,proto3" json:"prev_chain,omitempty"`
+	Chain     uint64 `protobuf:"varint,6,opt,name=chain,proto3" json:"chain,omitempty"`
+	PrevChain uint64 `protobuf:"varint,7,opt,name=prev_chain,json=prevChain,proto3" json:"prev_chain,omitempty"`
+	// cli: deleted marks a tombstone that `herald sessions delete` writes
+	// after purging the session's entries (index -1, no message): readers of
+	// the stream, the session-search index among them, forget the session.
+	Deleted       bool `protobuf:"varint,200,opt,name=deleted,proto3" json:"deleted,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1573,6 +1587,13 @@ func (x *TranscriptEntry) GetPrevChain() uint64 {
 		return x.PrevChain
 	}
 	return 0
+}
+
+func (x *TranscriptEntry) GetDeleted() bool {
+	if x != nil {
+		return x.Deleted
+	}
+	return false
 }
 
 // TranscriptRef refers an LLM request to the start of a session's
@@ -1747,7 +1768,7 @@ const file_herald_v1_herald_proto_rawDesc = "" +
 	"\x0ftimeout_seconds\x18\n" +
 	" \x01(\x05R\x0etimeoutSeconds\x12\x1a\n" +
 	"\bapproved\x18\v \x01(\bR\bapproved\x12%\n" +
-	"\x0eapprovals_mode\x18\f \x01(\tR\rapprovalsMode\"\xd2\x02\n" +
+	"\x0eapprovals_mode\x18\f \x01(\tR\rapprovalsMode\"\xf4\x02\n" +
 	"\n" +
 	"ToolResult\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x1d\n" +
@@ -1764,7 +1785,9 @@ const file_herald_v1_herald_proto_rawDesc = "" +
 	"\bcost_usd\x18\n" +
 	" \x01(\x01R\acostUsd\x12&\n" +
 	"\x05usage\x18\v \x01(\v2\x10.herald.v1.UsageR\x05usage\x12\x1b\n" +
-	"\tapi_calls\x18\f \x01(\x05R\bapiCalls\"\x9f\x03\n" +
+	"\tapi_calls\x18\f \x01(\x05R\bapiCalls\x12 \n" +
+	"\vcall_digest\x18\xa0\x01 \x01(\tR\n" +
+	"callDigest\"\x9f\x03\n" +
 	"\x0fCompressRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x1d\n" +
@@ -1832,7 +1855,7 @@ const file_herald_v1_herald_proto_rawDesc = "" +
 	"durationMs\x12\x16\n" +
 	"\x06status\x18\n" +
 	" \x01(\tR\x06status\x12!\n" +
-	"\foutput_bytes\x18\v \x01(\x03R\voutputBytes\"\xdf\x01\n" +
+	"\foutput_bytes\x18\v \x01(\x03R\voutputBytes\"\xfa\x01\n" +
 	"\x0fTranscriptEntry\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x14\n" +
@@ -1843,7 +1866,8 @@ const file_herald_v1_herald_proto_rawDesc = "" +
 	"\x04turn\x18\x05 \x01(\x05R\x04turn\x12\x14\n" +
 	"\x05chain\x18\x06 \x01(\x04R\x05chain\x12\x1d\n" +
 	"\n" +
-	"prev_chain\x18\a \x01(\x04R\tprevChain\"\xa1\x01\n" +
+	"prev_chain\x18\a \x01(\x04R\tprevChain\x12\x19\n" +
+	"\adeleted\x18\xc8\x01 \x01(\bR\adeleted\"\xa1\x01\n" +
 	"\rTranscriptRef\x12\x15\n" +
 	"\x06log_id\x18\x01 \x01(\tR\x05logId\x12\x12\n" +
 	"\x04from\x18\x02 \x01(\x05R\x04from\x12\x1d\n" +

@@ -17,9 +17,21 @@ import (
 // failure pass through the same status capture as the openai-go modes,
 // without a second provider SDK in the gateway.
 type anthropicClient struct {
-	ep  endpoint
-	hc  *http.Client
-	url string
+	ep      endpoint
+	hc      *http.Client
+	url     string
+	encoder requestEncoder
+}
+
+// anthropicEncoder builds Messages API bodies; max_tokens (required by the
+// API) is the caller's limit or the default, bounded by the model family's
+// cap (Claude 3 Haiku and Opus refuse more than 4096).
+type anthropicEncoder struct{ profile Profile }
+
+func (e anthropicEncoder) encode(call modelCall) ([]byte, error) {
+	body := anthropicBody(call)
+	body.MaxTokens = e.profile.outputLimit(call.model, call.maxOut, defaultMaxTokens)
+	return json.Marshal(body)
 }
 
 const (
@@ -36,7 +48,7 @@ func newAnthropicClient(ep endpoint, hc *http.Client) *anthropicClient {
 	if strings.HasSuffix(ep.baseURL, "/v1") {
 		url = ep.baseURL + "/messages"
 	}
-	return &anthropicClient{ep: ep, hc: hc, url: url}
+	return &anthropicClient{ep: ep, hc: hc, url: url, encoder: anthropicEncoder{profile: ep.profile}}
 }
 
 type anthropicRequest struct {
@@ -75,7 +87,7 @@ type anthropicTool struct {
 }
 
 func (c *anthropicClient) complete(ctx context.Context, call modelCall) (modelAnswer, error) {
-	body, err := json.Marshal(anthropicBody(call))
+	body, err := c.encoder.encode(call)
 	if err != nil {
 		return modelAnswer{}, fmt.Errorf("encode Anthropic request: %w", err)
 	}

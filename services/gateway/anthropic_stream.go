@@ -34,8 +34,18 @@ type anthropicStream struct {
 	onDelta func(string)
 }
 
+// readAnthropicStream assembles a streamed message. A stream that breaks
+// after message_start reported usage carries that usage in its error.
 func readAnthropicStream(body io.Reader, onDelta func(string)) (modelAnswer, error) {
 	st := &anthropicStream{args: map[int]*strings.Builder{}, onDelta: onDelta}
+	ans, err := st.read(body)
+	if err != nil && st.usage != (anthropicUsage{}) {
+		return modelAnswer{}, &partialError{err: err, usage: st.usage.normalised()}
+	}
+	return ans, err
+}
+
+func (st *anthropicStream) read(body io.Reader) (modelAnswer, error) {
 	sc := bufio.NewScanner(body)
 	sc.Buffer(make([]byte, 64<<10), 16<<20)
 	var data bytes.Buffer

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"strings"
 	"time"
@@ -91,6 +92,7 @@ func (r *callRun) attempt(ctx context.Context, ep endpoint) (modelAnswer, *attem
 	}
 	r.attempts++
 	r.s.counters.attempts.Add(1)
+	r.apiRequestStarting(ep)
 	actx, cancel := context.WithTimeout(ctx, r.s.cfg.Retry.CallTimeout)
 	defer cancel()
 	t0 := time.Now()
@@ -100,9 +102,10 @@ func (r *callRun) attempt(ctx context.Context, ep endpoint) (modelAnswer, *attem
 		ans.message.Content = ScrubMemoryContext(ans.message.GetContent())
 		ans.message.Reasoning = ScrubMemoryContext(ans.message.GetReasoning())
 		r.bill(ctx, ep, ans.usage, latency, nil)
+		r.apiRequestDone(ep, ans.usage, latency, nil)
 		return ans, nil
 	}
-	var spent *heraldpb.Usage
+	spent := spentUsage(err) // failed after the provider reported usage: those tokens were used
 	if err == nil {
 		spent = ans.usage // finished as it was stopped: its tokens were still used
 	}
@@ -112,6 +115,7 @@ func (r *callRun) attempt(ctx context.Context, ep endpoint) (modelAnswer, *attem
 	}
 	ae.detail = redact(ae.detail, ep.apiKey)
 	r.bill(ctx, ep, spent, latency, ae)
+	r.apiRequestDone(ep, spent, latency, ae)
 	return modelAnswer{}, ae
 }
 
@@ -120,13 +124,36 @@ func (r *callRun) ask(ctx context.Context, ep endpoint) (modelAnswer, error) {
 		return modelAnswer{}, newAttemptError(ClassAuth, fmt.Sprintf(
 			"no API key is configured for %s: set api_key_env in herald.yaml, HERALD_API_KEY or the provider's usual variable", ep.provider), nil)
 	}
+	streamed := r.req.GetStream()
 	call := modelCall{model: r.modelFor(ep), messages: r.req.GetMessages(), tools: r.req.GetTools(),
-		maxOut: int64(r.req.GetMaxOutputTokens()), stream: r.req.GetStream()}
-	if call.stream {
+		maxOut: int64(r.req.GetMaxOutputTokens()), stream: streamed && ep.profile.Stream}
+	if streamed {
 		call.onDelta = r.progress.delta
 		defer r.progress.endStream()
 	}
-	return r.s.clients[ep.index].complete(ctx, call)
+	ans, err := r.s.clients[ep.index].complete(ctx, call)
+	if err != nil {
+		return ans, err
+	}
+	if streamed && !call.stream {
+		// asked whole (the profile's stream: false): the user still sees the text
+		r.progress.delta(ans.message.GetContent())
+	}
+	stableToolIDs(ans.message, r.req.GetRequestId())
+	return ans, nil
+}
+
+// stableToolIDs names tool calls that came without an id (some local
+// servers and compatible endpoints send none) after the request and the
+// call's place in the answer, so a retried or redelivered request names
+// them alike and every tool result finds its call.
+func stableToolIDs(m *heraldpb.ChatMessage, requestID string) {
+	for i, tc := range m.GetToolCalls() {
+		if tc.GetId() == "" {
+			sum := sha256.Sum256([]byte(requestID))
+			tc.Id = fmt.Sprintf("call_%x_%d", sum[:6], i)
+		}
+	}
 }
 
 // modelFor is the model to ask ep for: the request's choice on the primary,

@@ -2,25 +2,37 @@ package gateway
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
-	"strings"
 
+	"github.com/heraldrun/herald/proto/heraldpb"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/packages/ssestream"
 )
 
 // chatClient speaks the OpenAI chat-completions API (OpenAI, OpenRouter,
-// DeepSeek, Gemini's OpenAI endpoint, Ollama, vLLM, …) through openai-go.
+// Groq, DeepSeek, Gemini's OpenAI endpoint, Ollama, vLLM, …). openai-go
+// carries the request (headers, base URL, status capture); the body is
+// built by the mode's encoder and the answer is read by the gateway's own
+// decoder, which knows each provider's profile.
 type chatClient struct {
-	ep     endpoint
-	client openai.Client
-	tools  toolMemo
+	ep      endpoint
+	client  openai.Client
+	encoder requestEncoder
+}
+
+// requestEncoder builds one API mode's request body for a call. It is the
+// one place a faster encoding can replace (issue 14) without touching how
+// answers are read.
+type requestEncoder interface {
+	encode(call modelCall) ([]byte, error)
 }
 
 func newChatClient(ep endpoint, hc *http.Client) *chatClient {
-	return &chatClient{ep: ep, client: openai.NewClient(sdkOptions(ep, hc)...)}
+	return &chatClient{ep: ep, client: openai.NewClient(sdkOptions(ep, hc)...), encoder: &chatEncoder{profile: ep.profile}}
 }
 
 // sdkOptions configure openai-go for one endpoint: the gateway does its own
@@ -40,57 +52,61 @@ func sdkOptions(ep endpoint, hc *http.Client) []option.RequestOption {
 	if !ep.isOpenAI() {
 		opts = append(opts, option.WithHeaderDel("OpenAI-Organization"), option.WithHeaderDel("OpenAI-Project"))
 	}
+	if ep.profile.Name == "azure" {
+		// Azure OpenAI's v1 API takes the resource key in api-key.
+		opts = append(opts, option.WithHeader("api-key", ep.keyOrPlaceholder()))
+	}
 	return opts
 }
 
 func (c *chatClient) complete(ctx context.Context, call modelCall) (modelAnswer, error) {
-	params := c.params(call)
-	if call.stream {
-		return c.stream(ctx, params, call.onDelta)
-	}
-	res, err := c.client.Chat.Completions.New(ctx, params)
+	body, err := c.encoder.encode(call)
 	if err != nil {
+		return modelAnswer{}, fmt.Errorf("encode chat request: %w", err)
+	}
+	var res *http.Response
+	if err := c.client.Post(ctx, "chat/completions", body, &res); err != nil {
 		return modelAnswer{}, err
 	}
-	if len(res.Choices) == 0 {
-		return modelAnswer{}, garbage("the response holds no choices")
+	defer func() { _ = res.Body.Close() }()
+	dec := newChatDecoder(c.ep.profile, call)
+	if !call.stream {
+		var whole chatResponse
+		if err := json.NewDecoder(res.Body).Decode(&whole); err != nil {
+			return modelAnswer{}, fmt.Errorf("error parsing response json: %w", err)
+		}
+		return dec.whole(whole)
 	}
-	ch := res.Choices[0]
-	msg := chatMessageFromWire(ch.Message)
-	msg.Reasoning = reasoningField(ch.Message.JSON.ExtraFields)
-	return modelAnswer{message: msg, finishReason: ch.FinishReason,
-		usage: chatUsage(res.Usage), promptTokens: res.Usage.PromptTokens}, nil
+	events := ssestream.NewDecoder(res)
+	for events.Next() {
+		if err := dec.chunk(events.Event().Data); err != nil {
+			return dec.failed(err)
+		}
+	}
+	if err := events.Err(); err != nil {
+		return dec.failed(err)
+	}
+	return dec.finish()
 }
 
-func (c *chatClient) stream(ctx context.Context, params openai.ChatCompletionNewParams, onDelta func(string)) (modelAnswer, error) {
-	params.StreamOptions = openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)}
-	s := c.client.Chat.Completions.NewStreaming(ctx, params)
-	defer func() { _ = s.Close() }()
-	var acc openai.ChatCompletionAccumulator
-	var reasoning strings.Builder
-	for s.Next() {
-		chunk := s.Current()
-		if !acc.AddChunk(chunk) {
-			return modelAnswer{}, garbage("the stream sent a chunk that contradicts earlier ones")
-		}
-		for _, ch := range chunk.Choices {
-			reasoning.WriteString(reasoningField(ch.Delta.JSON.ExtraFields))
-			if ch.Delta.Content != "" && onDelta != nil {
-				onDelta(ch.Delta.Content)
-			}
-		}
+// partialError is an attempt that failed after the provider had reported
+// usage (a stream broken off, or an error event after the usage chunk):
+// those tokens were spent and are billed.
+type partialError struct {
+	err   error
+	usage *heraldpb.Usage
+}
+
+func (e *partialError) Error() string { return e.err.Error() }
+func (e *partialError) Unwrap() error { return e.err }
+
+// spentUsage is the usage an attempt's error carries, nil when none.
+func spentUsage(err error) *heraldpb.Usage {
+	var pe *partialError
+	if errors.As(err, &pe) {
+		return pe.usage
 	}
-	if err := s.Err(); err != nil {
-		return modelAnswer{}, streamFailure(err)
-	}
-	if len(acc.Choices) == 0 || acc.Choices[0].FinishReason == "" {
-		return modelAnswer{}, garbage("the stream ended before the model finished its answer")
-	}
-	ch := acc.Choices[0]
-	msg := chatMessageFromWire(ch.Message)
-	msg.Reasoning = reasoning.String()
-	return modelAnswer{message: msg, finishReason: ch.FinishReason,
-		usage: chatUsage(acc.Usage), promptTokens: acc.Usage.PromptTokens}, nil
+	return nil
 }
 
 // streamFailure classifies what broke a stream: an error event the provider
@@ -102,23 +118,3 @@ func streamFailure(err error) error {
 	}
 	return err
 }
-
-func (c *chatClient) params(call modelCall) openai.ChatCompletionNewParams {
-	p := openai.ChatCompletionNewParams{
-		Model:    call.model,
-		Messages: chatMessagesToWire(call.messages, c.sendsReasoning(), cacheMarks(call)),
-		Tools:    c.tools.wire(call.tools),
-	}
-	if call.maxOut > 0 {
-		if c.ep.provider == "openai" {
-			p.MaxCompletionTokens = openai.Int(call.maxOut)
-		} else {
-			p.MaxTokens = openai.Int(call.maxOut)
-		}
-	}
-	return p
-}
-
-// sendsReasoning: OpenAI's own API rejects reasoning_content on input
-// messages; OpenAI-compatible servers with thinking models want it back.
-func (c *chatClient) sendsReasoning() bool { return !c.ep.isOpenAI() }

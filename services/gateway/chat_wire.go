@@ -8,22 +8,56 @@ import (
 	"github.com/heraldrun/herald/proto/heraldpb"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/packages/param"
-	"github.com/openai/openai-go/v3/packages/respjson"
 	"github.com/openai/openai-go/v3/shared"
 )
 
-func chatMessagesToWire(msgs []*heraldpb.ChatMessage, withReasoning bool, marks map[int]bool) []openai.ChatCompletionMessageParamUnion {
+// chatEncoder builds chat-completions bodies through openai-go's params,
+// shaped by the endpoint's profile; tool definitions are encoded once.
+type chatEncoder struct {
+	profile Profile
+	tools   toolMemo
+}
+
+func (e *chatEncoder) encode(call modelCall) ([]byte, error) {
+	return json.Marshal(e.params(call))
+}
+
+func (e *chatEncoder) params(call modelCall) openai.ChatCompletionNewParams {
+	p := openai.ChatCompletionNewParams{
+		Model:    call.model,
+		Messages: chatMessagesToWire(e.profile.toolIDsFor(call.messages), e.profile.ReasoningEcho, cacheMarks(call)),
+		Tools:    e.tools.wire(call.tools),
+	}
+	if limit := e.profile.outputLimit(call.model, call.maxOut, 0); limit > 0 {
+		if e.profile.MaxTokensField == FieldMaxCompletionTokens {
+			p.MaxCompletionTokens = openai.Int(limit)
+		} else {
+			p.MaxTokens = openai.Int(limit)
+		}
+	}
+	if call.stream {
+		p.SetExtraFields(map[string]any{"stream": true})
+		if e.profile.StreamOptions {
+			p.StreamOptions = openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)}
+		}
+	}
+	return p
+}
+
+// chatMessagesToWire converts the history; echo names the assistant field
+// earlier reasoning is sent back in ("" sends none).
+func chatMessagesToWire(msgs []*heraldpb.ChatMessage, echo string, marks map[int]bool) []openai.ChatCompletionMessageParamUnion {
 	out := make([]openai.ChatCompletionMessageParamUnion, 0, len(msgs))
 	for i, m := range msgs {
 		if marks[i] && m.GetContent() != "" {
-			out = append(out, markedToWire(m, withReasoning))
+			out = append(out, markedToWire(m, echo))
 			continue
 		}
 		switch m.GetRole() {
 		case "system":
 			out = append(out, openai.SystemMessage(m.GetContent()))
 		case "assistant":
-			out = append(out, assistantToWire(m, withReasoning))
+			out = append(out, assistantToWire(m, echo))
 		case "tool":
 			out = append(out, openai.ToolMessage(m.GetContent(), m.GetToolCallId()))
 		default:
@@ -57,7 +91,7 @@ func cacheMarks(call modelCall) map[int]bool {
 }
 
 // markedToWire sends m's text as one content part carrying cache_control.
-func markedToWire(m *heraldpb.ChatMessage, withReasoning bool) openai.ChatCompletionMessageParamUnion {
+func markedToWire(m *heraldpb.ChatMessage, echo string) openai.ChatCompletionMessageParamUnion {
 	part := openai.ChatCompletionContentPartTextParam{Text: m.GetContent()}
 	part.SetExtraFields(map[string]any{"cache_control": map[string]string{"type": "ephemeral"}})
 	switch m.GetRole() {
@@ -66,7 +100,7 @@ func markedToWire(m *heraldpb.ChatMessage, withReasoning bool) openai.ChatComple
 	case "tool":
 		return openai.ToolMessage([]openai.ChatCompletionContentPartTextParam{part}, m.GetToolCallId())
 	case "assistant":
-		msg := assistantToWire(m, withReasoning)
+		msg := assistantToWire(m, echo)
 		msg.OfAssistant.Content = openai.ChatCompletionAssistantMessageParamContentUnion{
 			OfArrayOfContentParts: []openai.ChatCompletionAssistantMessageParamContentArrayOfContentPartUnion{{OfText: &part}}}
 		return msg
@@ -75,7 +109,7 @@ func markedToWire(m *heraldpb.ChatMessage, withReasoning bool) openai.ChatComple
 	}
 }
 
-func assistantToWire(m *heraldpb.ChatMessage, withReasoning bool) openai.ChatCompletionMessageParamUnion {
+func assistantToWire(m *heraldpb.ChatMessage, echo string) openai.ChatCompletionMessageParamUnion {
 	var a openai.ChatCompletionAssistantMessageParam
 	if m.GetContent() != "" || len(m.GetToolCalls()) == 0 {
 		a.Content.OfString = openai.String(m.GetContent())
@@ -88,8 +122,8 @@ func assistantToWire(m *heraldpb.ChatMessage, withReasoning bool) openai.ChatCom
 			},
 		})
 	}
-	if withReasoning && m.GetReasoning() != "" {
-		a.SetExtraFields(map[string]any{"reasoning_content": m.GetReasoning()})
+	if echo != "" && m.GetReasoning() != "" {
+		a.SetExtraFields(map[string]any{echo: m.GetReasoning()})
 	}
 	return openai.ChatCompletionMessageParamUnion{OfAssistant: &a}
 }
@@ -164,55 +198,4 @@ func toolParameters(schema string) map[string]any {
 		return params
 	}
 	return map[string]any{"type": "object", "properties": map[string]any{}}
-}
-
-func chatMessageFromWire(m openai.ChatCompletionMessage) *heraldpb.ChatMessage {
-	out := &heraldpb.ChatMessage{Role: "assistant", Content: m.Content}
-	for _, tc := range m.ToolCalls {
-		out.ToolCalls = append(out.ToolCalls, &heraldpb.ToolCall{Id: tc.ID, Name: tc.Function.Name, Arguments: tc.Function.Arguments})
-	}
-	return out
-}
-
-// reasoningField reads the reasoning text OpenAI-compatible servers send
-// outside the official schema (reasoning_content: DeepSeek, vLLM; reasoning: OpenRouter).
-func reasoningField(extra map[string]respjson.Field) string {
-	for _, key := range []string{"reasoning_content", "reasoning"} {
-		f, ok := extra[key]
-		if !ok || f.Raw() == "" || f.Raw() == "null" {
-			continue
-		}
-		var s string
-		if json.Unmarshal([]byte(f.Raw()), &s) == nil {
-			return s
-		}
-	}
-	return ""
-}
-
-// chatUsage normalises OpenAI usage: cached and cache-written tokens are part
-// of prompt_tokens, reasoning tokens part of completion_tokens, so each is
-// counted in exactly one class. DeepSeek reports its cache hits in
-// prompt_cache_hit_tokens instead of prompt_tokens_details.
-func chatUsage(u openai.CompletionUsage) *heraldpb.Usage {
-	cached := u.PromptTokensDetails.CachedTokens
-	if cached == 0 {
-		cached = intField(u.JSON.ExtraFields, "prompt_cache_hit_tokens")
-	}
-	written := u.PromptTokensDetails.CacheWriteTokens
-	return &heraldpb.Usage{
-		InputTokens:      max(u.PromptTokens-cached-written, 0),
-		OutputTokens:     u.CompletionTokens,
-		CacheReadTokens:  cached,
-		CacheWriteTokens: written,
-		ReasoningTokens:  u.CompletionTokensDetails.ReasoningTokens,
-	}
-}
-
-func intField(extra map[string]respjson.Field, key string) int64 {
-	var n int64
-	if f, ok := extra[key]; ok {
-		_ = json.Unmarshal([]byte(f.Raw()), &n)
-	}
-	return n
 }

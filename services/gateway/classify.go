@@ -115,36 +115,47 @@ func classifyStatus(se *statusError) *attemptError {
 	if class == ClassRateLimit {
 		ae.retryAfter = retryAfter(se.header, time.Now())
 	}
-	if class == ClassFormatError {
-		ae.policy.Retryable = false // the request itself was refused
-	}
 	return ae
 }
 
+// statusClass follows the order of Hermes' classifier (agent/error_classifier.py,
+// HERMES-TESTS.md §8 table (a)) where the two agree: a refusal first, then
+// what the status and the provider's words say about money, limits, size
+// and the request itself.
 func statusClass(status int, body string) ErrorClass {
 	switch {
-	case status == http.StatusPaymentRequired || containsAny(body, billingPhrases):
+	case status < 500 && containsAny(body, contentPolicyPhrases):
+		return ClassContentPolicy
+	case (status == http.StatusPaymentRequired || status == 0) && containsAny(body, usageLimitPhrases) && containsAny(body, transientPhrases):
+		return ClassRateLimit // a periodic usage cap that resets, not an empty wallet
+	case status == http.StatusPaymentRequired || containsAny(body, billingPhrases) || (status == 0 && containsAny(body, usageLimitPhrases)):
 		return ClassBilling
+	case status == 0 && containsAny(body, authPhrases):
+		return ClassAuth // an error event inside a stream has no status of its own
 	case status == http.StatusTooManyRequests:
 		return ClassRateLimit
-	case status == http.StatusUnauthorized || status == http.StatusForbidden:
+	case status == http.StatusUnauthorized || status == http.StatusForbidden || (status == http.StatusBadRequest && containsAny(body, authPhrases)):
 		return ClassAuth
+	case status < 500 && containsAny(body, unsupportedParamPhrases):
+		return ClassInvalidRequest
 	case status < 500 && containsAny(body, contextOverflowPhrases):
 		return ClassContextOverflow
+	case status < 500 && containsAny(body, rateLimitPhrases):
+		return ClassRateLimit
 	case status == http.StatusRequestEntityTooLarge:
 		return ClassPayloadTooLarge
 	case status == http.StatusNotFound || (status < 500 && containsAny(body, modelNotFoundPhrases)):
 		return ClassModelNotFound
 	case status == http.StatusRequestTimeout || status == http.StatusGatewayTimeout:
 		return ClassTimeout
+	case (status == 500 || status == 502) && containsAny(body, unsupportedParamPhrases):
+		return ClassInvalidRequest // a router passing on the upstream's refusal of the request
 	case status == http.StatusServiceUnavailable || status == 529 || strings.Contains(body, "overloaded"):
 		return ClassOverloaded
-	case status >= 500:
+	case status >= 500 || (status == 0 && containsAny(body, serverErrorPhrases)):
 		return ClassServerError
-	case containsAny(body, contentPolicyPhrases):
-		return ClassContentPolicy
 	case status == http.StatusBadRequest || status == http.StatusUnprocessableEntity:
-		return ClassFormatError
+		return ClassInvalidRequest
 	default:
 		return ClassUnknown
 	}
@@ -153,10 +164,31 @@ func statusClass(status int, body string) ErrorClass {
 var (
 	contextOverflowPhrases = []string{"context length", "context_length", "maximum context", "context window",
 		"prompt is too long", "input is too long", "too many tokens", "exceeds the context", "reduce the length",
-		"maximum number of tokens"}
-	billingPhrases       = []string{"insufficient_quota", "billing", "credit balance", "payment required", "exceeded your current quota"}
-	modelNotFoundPhrases = []string{"model_not_found", "does not exist", "unknown model", "no such model", "model not found"}
-	contentPolicyPhrases = []string{"content_policy", "content_filter", "content policy", "safety system", "flagged"}
+		"maximum number of tokens", "context size", "token limit", "prompt exceeds max length", "max_model_len",
+		"prompt length", "maximum model length", "truncating input", "slot context", "n_ctx_slot",
+		"超过最大长度", "上下文长度", "max input token", "exceeds the maximum number of input tokens"}
+	billingPhrases = []string{"insufficient_quota", "billing", "credit balance", "payment required", "exceeded your current quota",
+		"insufficient credits", "insufficient balance", "credits exhausted", "credits have been exhausted", "no usable credits",
+		"top up your credits", "account is deactivated", "plan does not include", "out of funds", "run out of funds",
+		"balance_depleted", "model_not_supported_on_free_tier", "not available on the free tier", "spending limit",
+		"key limit exceeded", "余额不足"}
+	usageLimitPhrases = []string{"usage limit", "quota", "limit exceeded"}
+	// authPhrases: Gemini answers a bad key with 400 INVALID_ARGUMENT "API key not valid".
+	authPhrases = []string{"invalid api key", "invalid_api_key", "authentication", "unauthorized", "invalid token",
+		"token expired", "token revoked", "access denied", "api key not valid", "api_key_invalid"}
+	// serverErrorPhrases name a failure reported inside a 200 stream
+	// (OpenRouter's mid-stream error, a failed Responses API response).
+	serverErrorPhrases = []string{"server_error", "internal_error", "internal server error"}
+	transientPhrases   = []string{"try again", "retry", "resets at", "reset in", "wait", "requests remaining", "periodic", "window"}
+	rateLimitPhrases   = []string{"rate limit", "rate_limit", "too many requests", "throttled", "requests per minute",
+		"tokens per minute", "requests per day", "try again in", "please retry after", "resource_exhausted",
+		"rate increased too quickly", "throttlingexception", "too many concurrent requests", "servicequotaexceededexception"}
+	unsupportedParamPhrases = []string{"unknown parameter", "unsupported parameter", "unrecognized request argument",
+		"unknown_parameter", "unsupported_parameter"}
+	modelNotFoundPhrases = []string{"model_not_found", "does not exist", "unknown model", "no such model", "model not found",
+		"is not a valid model", "invalid model", "unsupported model"}
+	contentPolicyPhrases = []string{"content_policy", "content_filter", "content policy", "safety system", "flagged",
+		"violates our usage policies", "responsibleaipolicyviolation", "trusted access for cyber"}
 )
 
 func containsAny(s string, phrases []string) bool {
@@ -194,20 +226,22 @@ func providerMessage(body string) string {
 	if trimmed == "" {
 		return "no error message in the response"
 	}
+	var list []json.RawMessage
+	if strings.HasPrefix(trimmed, "[") && json.Unmarshal([]byte(trimmed), &list) == nil && len(list) > 0 {
+		return providerMessage(string(list[0])) // Gemini's OpenAI endpoint wraps its error in a list
+	}
 	var shaped struct {
 		Error   json.RawMessage `json:"error"`
-		Message string          `json:"message"`
-		Detail  string          `json:"detail"`
+		Message json.RawMessage `json:"message"`
+		Detail  json.RawMessage `json:"detail"`
 	}
 	if json.Unmarshal([]byte(trimmed), &shaped) == nil {
 		var inner struct {
-			Message string `json:"message"`
+			Message json.RawMessage `json:"message"`
 		}
-		var s string
 		_ = json.Unmarshal(shaped.Error, &inner)
-		_ = json.Unmarshal(shaped.Error, &s)
-		for _, m := range []string{inner.Message, s, shaped.Message, shaped.Detail} {
-			if m = strings.TrimSpace(m); m != "" {
+		for _, raw := range []json.RawMessage{inner.Message, shaped.Error, shaped.Message, shaped.Detail} {
+			if m := strings.TrimSpace(messageText(raw)); m != "" {
 				return truncate(m, maxProviderMessageLen)
 			}
 		}
@@ -226,4 +260,36 @@ func htmlTitle(page string) string {
 		return ""
 	}
 	return " (" + truncate(page[i+len("<title>"):j], 100) + ")"
+}
+
+// messageText reads an error message that is a string or, as Mistral and
+// other pydantic-validated servers send it, a list of field errors
+// ({"detail":[{"loc":["body","stream_options"],"msg":"Extra inputs are not permitted"}]}).
+func messageText(raw json.RawMessage) string {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	type fieldError struct {
+		Loc []any  `json:"loc"`
+		Msg string `json:"msg"`
+	}
+	var list []fieldError
+	var wrapped struct {
+		Detail []fieldError `json:"detail"`
+	}
+	if json.Unmarshal(raw, &wrapped) == nil && len(wrapped.Detail) > 0 {
+		list = wrapped.Detail
+	} else if json.Unmarshal(raw, &list) != nil {
+		return ""
+	}
+	var parts []string
+	for _, e := range list {
+		loc := make([]string, 0, len(e.Loc))
+		for _, l := range e.Loc {
+			loc = append(loc, fmt.Sprint(l))
+		}
+		parts = append(parts, strings.TrimSpace(strings.Join(loc, ".")+": "+e.Msg))
+	}
+	return strings.Join(parts, "; ")
 }

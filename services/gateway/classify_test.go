@@ -36,7 +36,7 @@ func TestProviderFailuresAreClassified(t *testing.T) {
 		{"400 anthropic prompt too long", scripted.Reply{Status: 400, Body: `{"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long: 210000 tokens > 200000 maximum"}}`}, false, ClassContextOverflow, false, true},
 		{"404 model", scripted.Reply{Status: 404, Body: `{"error":{"message":"The model 'gpt-9' does not exist","code":"model_not_found"}}`}, false, ClassModelNotFound, false, false},
 		{"400 content policy", scripted.Reply{Status: 400, Body: `{"error":{"message":"flagged by our safety system","code":"content_policy_violation"}}`}, false, ClassContentPolicy, false, false},
-		{"400 bad request", scripted.Reply{Status: 400, Body: `{"error":{"message":"messages[0].role is invalid"}}`}, false, ClassFormatError, false, false},
+		{"400 bad request", scripted.Reply{Status: 400, Body: `{"error":{"message":"messages[0].role is invalid"}}`}, false, ClassInvalidRequest, false, false},
 		{"408 timeout", scripted.Reply{Status: 408, Body: ``}, false, ClassTimeout, true, false},
 		{"500 server", scripted.Reply{Status: 500, Body: `{"error":{"message":"internal error"}}`}, false, ClassServerError, true, false},
 		{"502 HTML page", scripted.Reply{Status: 502, Body: `<html><head><title>502 Bad Gateway</title></head><body>nginx</body></html>`}, false, ClassServerError, true, false},
@@ -55,7 +55,7 @@ func TestProviderFailuresAreClassified(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			model.SetScript(scripted.Conversation(tc.reply))
-			ep, err := newEndpoint(config.Provider{Provider: "local", Model: "m", BaseURL: model.URL, APIKey: "sk-abcdefghijklmnop"}, 0)
+			ep, err := newEndpoint(config.Provider{Provider: "local", Model: "m", BaseURL: model.URL, APIKey: "sk-abcdefghijklmnop"}, 0, nil)
 			require.NoError(t, err)
 			_, err = newChatClient(ep, hc).complete(context.Background(), modelCall{model: "m", stream: tc.stream,
 				messages: []*heraldpb.ChatMessage{{Role: "user", Content: "hi"}}, onDelta: func(string) {}})
@@ -77,7 +77,7 @@ func TestTransportFailuresAreClassified(t *testing.T) {
 	slow := startModel(t, scripted.Conversation(scripted.Reply{Content: "late", Delay: 5 * time.Second}))
 	hc := newHTTPClient(time.Minute)
 	ask := func(base string, ctx context.Context) error {
-		ep, err := newEndpoint(config.Provider{Provider: "local", Model: "m", BaseURL: base}, 0)
+		ep, err := newEndpoint(config.Provider{Provider: "local", Model: "m", BaseURL: base}, 0, nil)
 		require.NoError(t, err)
 		_, err = newChatClient(ep, hc).complete(ctx, modelCall{model: "m", messages: []*heraldpb.ChatMessage{{Role: "user", Content: "hi"}}})
 		return err

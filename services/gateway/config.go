@@ -32,6 +32,8 @@ type Config struct {
 	Concurrency int
 	// StreamIdleTimeout cuts a streamed answer that stays silent this long.
 	StreamIdleTimeout time.Duration
+	// Profiles override provider profiles by provider name (herald.yaml's providers).
+	Profiles map[string]config.ProviderProfile
 }
 
 // Defaults of the knobs herald.yaml does not carry.
@@ -54,6 +56,7 @@ func ConfigFrom(c config.Config) Config {
 		TenantBudgetsUSD:  c.Budgets.Tenants,
 		RateLimitCooldown: DefaultRateLimitCooldown,
 		Concurrency:       DefaultConcurrency,
+		Profiles:          c.Providers,
 	}.withDefaults()
 }
 
@@ -103,8 +106,8 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("gateway: fallback_providers[%d].model is required", i))
 		}
 	}
-	for _, p := range append([]config.Provider{c.Primary}, c.Fallbacks...) {
-		if _, err := resolveAPIMode(p); err != nil {
+	for i, p := range append([]config.Provider{c.Primary}, c.Fallbacks...) {
+		if _, err := newEndpoint(p, i, c.Profiles); err != nil {
 			errs = append(errs, err)
 		}
 	}

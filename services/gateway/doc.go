@@ -1,7 +1,9 @@
 // Package gateway is Herald's provider gateway. It owns everything between an
 // LLMRequest on the bus and the provider's HTTP API: the three API modes
-// (chat_completions and codex_responses through openai-go, anthropic_messages
-// over plain HTTP), conversion to and from the internal message format, error
+// (chat_completions and codex_responses carried by openai-go, anthropic_messages
+// over plain HTTP), each with one request encoder, the provider profiles that
+// hold every provider's conventions (profile.go, profiles.go; docs/PROVIDERS.md),
+// conversion to and from the internal message format, error
 // classification, jittered backoff, the fallback chain and the cool-down of a
 // rate-limited provider, credential handling, Anthropic prompt-caching
 // markers, streaming deltas (scrubbed of memory context), usage

@@ -24,6 +24,7 @@ type endpoint struct {
 	baseURL  string
 	apiKey   string
 	mode     string
+	profile  Profile
 	// index is 0 for the primary, i for fallback_providers[i-1].
 	index int
 }
@@ -40,9 +41,17 @@ var defaultBaseURLs = map[string]string{
 	"google":     "https://generativelanguage.googleapis.com/v1beta/openai",
 	"gemini":     "https://generativelanguage.googleapis.com/v1beta/openai",
 	"ollama":     "http://127.0.0.1:11434/v1",
+	"groq":       "https://api.groq.com/openai/v1",
+	"xai":        "https://api.x.ai/v1",
+	"mistral":    "https://api.mistral.ai/v1",
+	"together":   "https://api.together.xyz/v1",
+	"fireworks":  "https://api.fireworks.ai/inference/v1",
+	"vllm":       "http://127.0.0.1:8000/v1",
+	"llamacpp":   "http://127.0.0.1:8080/v1",
+	"lmstudio":   "http://127.0.0.1:1234/v1",
 }
 
-func newEndpoint(p config.Provider, index int) (endpoint, error) {
+func newEndpoint(p config.Provider, index int, overrides map[string]config.ProviderProfile) (endpoint, error) {
 	mode, err := resolveAPIMode(p)
 	if err != nil {
 		return endpoint{}, err
@@ -58,8 +67,12 @@ func newEndpoint(p config.Provider, index int) (endpoint, error) {
 	if name == "" {
 		name = providerFromURL(base)
 	}
+	prof, err := profileFor(name, base, overrides)
+	if err != nil {
+		return endpoint{}, err
+	}
 	return endpoint{provider: name, model: p.Model, baseURL: strings.TrimRight(base, "/"),
-		apiKey: p.APIKey, mode: mode, index: index}, nil
+		apiKey: p.APIKey, mode: mode, profile: prof, index: index}, nil
 }
 
 // resolveAPIMode applies BEHAVIOURS.md's order: explicit setting, provider

@@ -14,17 +14,21 @@ type ErrorClass string
 
 // Error classes of BEHAVIOURS.md, plus the two the gateway itself decides.
 const (
-	ClassTimeout          ErrorClass = "timeout"
-	ClassRateLimit        ErrorClass = "rate_limit"
-	ClassContextOverflow  ErrorClass = "context_overflow"
-	ClassPayloadTooLarge  ErrorClass = "payload_too_large"
-	ClassAuth             ErrorClass = "auth"
-	ClassBilling          ErrorClass = "billing"
-	ClassModelNotFound    ErrorClass = "model_not_found"
-	ClassOverloaded       ErrorClass = "overloaded"
-	ClassServerError      ErrorClass = "server_error"
-	ClassNetwork          ErrorClass = "network"
-	ClassFormatError      ErrorClass = "format_error"
+	ClassTimeout         ErrorClass = "timeout"
+	ClassRateLimit       ErrorClass = "rate_limit"
+	ClassContextOverflow ErrorClass = "context_overflow"
+	ClassPayloadTooLarge ErrorClass = "payload_too_large"
+	ClassAuth            ErrorClass = "auth"
+	ClassBilling         ErrorClass = "billing"
+	ClassModelNotFound   ErrorClass = "model_not_found"
+	ClassOverloaded      ErrorClass = "overloaded"
+	ClassServerError     ErrorClass = "server_error"
+	ClassNetwork         ErrorClass = "network"
+	ClassFormatError     ErrorClass = "format_error"
+	// ClassInvalidRequest: the provider refused the request itself (HTTP
+	// 400/422: an unsupported parameter, a malformed message, Groq's
+	// tool_use_failed); the same request will be refused again.
+	ClassInvalidRequest   ErrorClass = "invalid_request"
 	ClassContentPolicy    ErrorClass = "content_policy"
 	ClassUnknown          ErrorClass = "unknown"
 	ClassInterrupted      ErrorClass = "interrupted"
@@ -55,6 +59,7 @@ var policies = map[ErrorClass]Policy{
 	ClassServerError:     {Retryable: true, Fallback: true},
 	ClassNetwork:         {Retryable: true, Fallback: true},
 	ClassFormatError:     {Retryable: true, Fallback: true},
+	ClassInvalidRequest:  {Fallback: true},
 	ClassContentPolicy:   {},
 	ClassUnknown:         {Retryable: true, Fallback: true},
 	ClassInterrupted:     {},

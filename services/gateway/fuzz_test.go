@@ -27,7 +27,7 @@ func FuzzLLMRequest(f *testing.F) {
 			return
 		}
 		call := modelCall{model: req.GetModel() + "-claude", messages: req.GetMessages(), tools: req.GetTools(), maxOut: int64(req.GetMaxOutputTokens())}
-		wire := chatMessagesToWire(call.messages, true, cacheMarks(call))
+		wire := chatMessagesToWire(call.messages, EchoReasoningContent, cacheMarks(call))
 		require.Len(t, wire, len(call.messages))
 		_, err := json.Marshal(wire)
 		require.NoError(t, err)
@@ -79,5 +79,40 @@ func FuzzProviderMessage(f *testing.F) {
 		require.LessOrEqual(t, len(msg), maxProviderMessageLen+512)
 		_ = statusClass(400, body)
 		_ = statusClass(429, body)
+	})
+}
+
+// FuzzChatStreamChunk feeds arbitrary chunk payloads to the chat decoder
+// under every built-in profile: a broken chunk is an error, never a panic,
+// and whatever is assembled is a well-formed message. Seeds: f.Add below.
+func FuzzChatStreamChunk(f *testing.F) {
+	for _, s := range []string{
+		`{"choices":[{"index":0,"delta":{"content":"<th"},"finish_reason":null}]}`,
+		`{"choices":[{"delta":{"content":[{"type":"thinking","thinking":[{"type":"text","text":"x"}]},{"type":"text","text":"y"}]},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":2,"total_tokens":9}}`,
+		`{"choices":[{"delta":{"tool_calls":[{"index":3,"id":"","function":{"name":"f","arguments":"{"}}]}}],"x_groq":{"usage":{"prompt_tokens":1}}}`,
+		`{"choices":[{"delta":{"tool_calls":[{"index":-1,"function":{"arguments":"}"}}]},"finish_reason":"error"}],"error":{"code":502,"message":"m"}}`,
+		`{"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":1,"completion_tokens_details":{"reasoning_tokens":9}}}`,
+		`[DONE]`, `not json`, `{"choices":[{"delta":{"reasoning":7,"reasoning_content":"r"}}]}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		for _, name := range profileNames() {
+			p := builtinProfiles[name]
+			d := newChatDecoder(p, modelCall{stream: true, onDelta: func(string) {}})
+			if err := d.chunk(data); err != nil {
+				require.NotEmpty(t, err.Error())
+				continue
+			}
+			ans, err := d.finish()
+			if err != nil {
+				continue
+			}
+			require.NotNil(t, ans.message)
+			for _, tc := range ans.message.GetToolCalls() {
+				require.NotNil(t, tc)
+			}
+			require.GreaterOrEqual(t, ans.usage.GetInputTokens(), int64(0))
+		}
 	})
 }

@@ -50,6 +50,16 @@ var builtinPrices = map[string]config.Price{
 	"gemini-2.5-flash":      {Input: 0.30, Output: 2.50, CacheRead: 0.03},
 	"gemini-2.5-flash-lite": {Input: 0.10, Output: 0.40, CacheRead: 0.01},
 	"gemini-2.0-flash":      {Input: 0.10, Output: 0.40, CacheRead: 0.025},
+	// xAI: reasoning tokens are billed at the output price; Herald records
+	// them inside output_tokens (profile "xai"), so they are priced once.
+	"grok-4":        {Input: 3, Output: 15, CacheRead: 0.75},
+	"grok-4-fast":   {Input: 0.20, Output: 0.50, CacheRead: 0.05},
+	"grok-4-1-fast": {Input: 0.20, Output: 0.50, CacheRead: 0.05},
+	"grok-3":        {Input: 3, Output: 15, CacheRead: 0.75},
+	"grok-3-mini":   {Input: 0.30, Output: 0.50, CacheRead: 0.075},
+	// Groq.
+	"llama-3.3-70b-versatile": {Input: 0.59, Output: 0.79},
+	"llama-3.1-8b-instant":    {Input: 0.05, Output: 0.08},
 	// DeepSeek (V3.2 prices; cache hits at the cache rate).
 	"deepseek-chat":     {Input: 0.28, Output: 0.42, CacheRead: 0.028},
 	"deepseek-reasoner": {Input: 0.28, Output: 0.42, CacheRead: 0.028},

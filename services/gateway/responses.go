@@ -2,12 +2,15 @@ package gateway
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
 
 	"github.com/heraldrun/herald/proto/heraldpb"
 	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/packages/param"
+	"github.com/openai/openai-go/v3/packages/ssestream"
 	"github.com/openai/openai-go/v3/responses"
 )
 
@@ -15,24 +18,48 @@ import (
 // openai-go. History is sent in full each time (store=false): the gateway is
 // stateless, so it never relies on previous_response_id.
 type responsesClient struct {
-	ep     endpoint
-	client openai.Client
+	ep      endpoint
+	client  openai.Client
+	encoder requestEncoder
 }
 
 func newResponsesClient(ep endpoint, hc *http.Client) *responsesClient {
-	return &responsesClient{ep: ep, client: openai.NewClient(sdkOptions(ep, hc)...)}
+	return &responsesClient{ep: ep, client: openai.NewClient(sdkOptions(ep, hc)...), encoder: responsesEncoder{profile: ep.profile}}
+}
+
+// responsesEncoder builds Responses API bodies through openai-go's params.
+type responsesEncoder struct{ profile Profile }
+
+func (e responsesEncoder) encode(call modelCall) ([]byte, error) {
+	p := responsesParams(call)
+	p.MaxOutputTokens = param.Opt[int64]{}
+	if limit := e.profile.outputLimit(call.model, call.maxOut, 0); limit > 0 {
+		p.MaxOutputTokens = openai.Int(limit)
+	}
+	if call.stream {
+		p.SetExtraFields(map[string]any{"stream": true})
+	}
+	return json.Marshal(p)
 }
 
 func (c *responsesClient) complete(ctx context.Context, call modelCall) (modelAnswer, error) {
-	params := responsesParams(call)
-	if !call.stream {
-		res, err := c.client.Responses.New(ctx, params)
-		if err != nil {
-			return modelAnswer{}, err
-		}
-		return responsesAnswer(res)
+	body, err := c.encoder.encode(call)
+	if err != nil {
+		return modelAnswer{}, fmt.Errorf("encode Responses request: %w", err)
 	}
-	s := c.client.Responses.NewStreaming(ctx, params)
+	var httpRes *http.Response
+	if err := c.client.Post(ctx, "responses", body, &httpRes); err != nil {
+		return modelAnswer{}, err
+	}
+	defer func() { _ = httpRes.Body.Close() }()
+	if !call.stream {
+		var res responses.Response
+		if err := json.NewDecoder(httpRes.Body).Decode(&res); err != nil {
+			return modelAnswer{}, fmt.Errorf("error parsing response json: %w", err)
+		}
+		return responsesAnswer(&res)
+	}
+	s := ssestream.NewStream[responses.ResponseStreamEventUnion](ssestream.NewDecoder(httpRes), nil)
 	defer func() { _ = s.Close() }()
 	for s.Next() {
 		ev := s.Current()
@@ -97,8 +124,10 @@ func responsesParams(call modelCall) responses.ResponseNewParams {
 // responsesAnswer converts output items to the internal message: text from
 // message items, tool calls from function_call items, reasoning summaries.
 func responsesAnswer(res *responses.Response) (modelAnswer, error) {
+	usage := responsesUsage(res.Usage)
 	if res.Status == "failed" {
-		return modelAnswer{}, &statusError{body: fmt.Sprintf(`{"error":{"message":%q,"code":%q}}`, res.Error.Message, res.Error.Code)}
+		err := &statusError{body: fmt.Sprintf(`{"error":{"message":%q,"code":%q}}`, res.Error.Message, res.Error.Code)}
+		return modelAnswer{}, &partialError{err: err, usage: usage}
 	}
 	msg := &heraldpb.ChatMessage{Role: "assistant"}
 	var text, reasoning strings.Builder
@@ -117,12 +146,16 @@ func responsesAnswer(res *responses.Response) (modelAnswer, error) {
 		}
 	}
 	msg.Content, msg.Reasoning = text.String(), reasoning.String()
-	u := res.Usage
+	return modelAnswer{message: msg, finishReason: responsesFinish(res, msg), usage: usage, promptTokens: res.Usage.InputTokens}, nil
+}
+
+// responsesUsage: input_tokens include cached ones, output_tokens include
+// reasoning (output_tokens_details.reasoning_tokens says how many).
+func responsesUsage(u responses.ResponseUsage) *heraldpb.Usage {
 	cached := u.InputTokensDetails.CachedTokens
 	written := u.InputTokensDetails.CacheWriteTokens
-	usage := &heraldpb.Usage{InputTokens: max(u.InputTokens-cached-written, 0), CacheReadTokens: cached,
+	return &heraldpb.Usage{InputTokens: max(u.InputTokens-cached-written, 0), CacheReadTokens: cached,
 		CacheWriteTokens: written, OutputTokens: u.OutputTokens, ReasoningTokens: u.OutputTokensDetails.ReasoningTokens}
-	return modelAnswer{message: msg, finishReason: responsesFinish(res, msg), usage: usage, promptTokens: u.InputTokens}, nil
 }
 
 func responsesFinish(res *responses.Response, msg *heraldpb.ChatMessage) string {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/heraldrun/herald/pkg/bus"
 	"github.com/heraldrun/herald/pkg/config"
+	"github.com/heraldrun/herald/pkg/hooks"
 	"github.com/heraldrun/herald/pkg/service"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -31,6 +32,7 @@ type Service struct {
 	inflight  *inflight
 	health    *health
 	spend     *tenantSpend
+	hooks     *hooks.Client
 	staleReqs *staleRequests
 	histories *histories
 	counters  counters
@@ -56,7 +58,7 @@ func New(cfg Config, deps service.Deps) (*Service, error) {
 	hc := newHTTPClient(cfg.StreamIdleTimeout)
 	s.hc = hc
 	for i, p := range append([]config.Provider{cfg.Primary}, cfg.Fallbacks...) {
-		ep, err := newEndpoint(p, i)
+		ep, err := newEndpoint(p, i, cfg.Profiles)
 		if err != nil {
 			return nil, err
 		}
@@ -64,6 +66,7 @@ func New(cfg Config, deps service.Deps) (*Service, error) {
 		s.clients = append(s.clients, newModelClient(ep, hc))
 	}
 	s.spend = newTenantSpend(deps.JS, cfg.TenantBudgetsUSD)
+	s.hooks = hooks.New(deps.NC, hooks.Config{}, s.log)
 	s.staleReqs = &staleRequests{js: deps.JS}
 	s.histories = newHistories(deps.JS)
 	return s, nil

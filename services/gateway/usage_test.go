@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	"github.com/heraldrun/herald/proto/heraldpb"
-	"github.com/openai/openai-go/v3"
 	"github.com/stretchr/testify/require"
 )
 
@@ -31,9 +30,10 @@ func TestUsageIsNormalisedByEachProvidersConvention(t *testing.T) {
 			&heraldpb.Usage{InputTokens: 12, OutputTokens: 3}},
 	}
 	for _, tc := range cases {
-		var u openai.CompletionUsage
+		var u chatWireUsage
 		require.NoError(t, json.Unmarshal([]byte(tc.body), &u), tc.name)
-		got := chatUsage(u)
+		got, prompt := builtinProfiles["generic"].normalise(u)
+		require.Equal(t, u.PromptTokens, prompt)
 		require.Equal(t, tc.want, stripUsage(got), tc.name)
 		require.Equal(t, u.PromptTokens, got.GetInputTokens()+got.GetCacheReadTokens()+got.GetCacheWriteTokens(), tc.name)
 	}
@@ -45,4 +45,22 @@ func TestCachedTokensArePricedAtTheCacheRateNotTwice(t *testing.T) {
 	nano, src := p.CostNano("gpt-4o-mini", &heraldpb.Usage{InputTokens: 200_000, CacheReadTokens: 800_000, OutputTokens: 100_000, ReasoningTokens: 50_000})
 	require.Equal(t, PriceBuiltin, src)
 	require.Equal(t, uint64(30_000_000+60_000_000+60_000_000), nano, "reasoning is inside output and not billed again")
+}
+
+// xAI's recorded grok-4 call (cheesuschris/Carbon0 demo/test_xAI.md): 703
+// prompt tokens (679 cached), 4 completion and 250 reasoning tokens beside
+// them. With the built-in price the cost is xAI's own rule: reasoning at
+// the output price, cached input at the cache rate.
+func TestXAIReasoningIsBilledAtTheOutputPriceByDefault(t *testing.T) {
+	var u chatWireUsage
+	require.NoError(t, json.Unmarshal([]byte(`{"prompt_tokens":703,"completion_tokens":4,"total_tokens":957,
+		"prompt_tokens_details":{"cached_tokens":679},"completion_tokens_details":{"reasoning_tokens":250}}`), &u))
+	usage, _ := builtinProfiles["xai"].normalise(u)
+	require.Equal(t, &heraldpb.Usage{InputTokens: 24, CacheReadTokens: 679, OutputTokens: 254, ReasoningTokens: 250}, stripUsage(usage))
+	nano, src := NewPricer(nil).CostNano("grok-4-0709", usage)
+	require.Equal(t, PriceBuiltin, src)
+	// 24 × $3 + 679 × $0.75 + 254 × $15 per million tokens
+	require.Equal(t, uint64(72_000+509_250+3_810_000), nano)
+	fast, _ := NewPricer(nil).Lookup("grok-4-fast-reasoning")
+	require.Equal(t, 0.20, fast.Input, "the fast family is not priced as grok-4")
 }

@@ -13,7 +13,11 @@ import (
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	sigs := []os.Signal{os.Interrupt, syscall.SIGTERM}
+	if len(os.Args) > 1 && os.Args[1] == "chat" {
+		sigs = sigs[1:] // chat takes Ctrl-C itself: it stops the running turn, never the program
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), sigs...)
 	code := Main(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
@@ -30,10 +34,13 @@ const usage = `herald — an agent runtime on NATS JetStream
 
 Usage:
   herald run [flags] "PROMPT"     run a task and stream it (in-process when no NATS is reachable)
+  herald chat [flags]             talk with the agent turn after turn in one session
+  herald doctor [--json]          check the setup: NATS, ClickHouse, providers, MCP servers, sandbox
   herald up [flags]               run every service over an embedded JetStream server
   herald serve SERVICE... [flags] run services against HERALD_NATS_URL (loop gateway toolrunner compressor memory accounting)
   herald cost [flags]             cost and token totals from ClickHouse
-  herald sessions list|show ID|search QUERY
+  herald sessions list|show ID|search QUERY|export ID|delete ID|prune --older-than 30d
+  herald insights [--since 7d]    where time and money went: models, tools, sessions, errors
   herald migrate                  apply the ClickHouse schema
   herald declare                  create or update the NATS streams (needs a user allowed to)
   herald demo                     the whole system on a built-in scripted model
@@ -51,6 +58,12 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 	switch args[0] {
 	case "run":
 		return cmdRun(ctx, args[1:], io)
+	case "chat":
+		return cmdChat(ctx, args[1:], io)
+	case "doctor":
+		return cmdDoctor(ctx, args[1:], io)
+	case "insights":
+		return cmdInsights(ctx, args[1:], io)
 	case "up":
 		return cmdUp(ctx, args[1:], io)
 	case "serve":

@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -14,6 +16,7 @@ import (
 	"github.com/heraldrun/herald/pkg/config"
 	"github.com/heraldrun/herald/proto"
 	"github.com/heraldrun/herald/services/herald/internal/app"
+	"github.com/heraldrun/herald/services/loop"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
@@ -24,7 +27,7 @@ type runFlags struct {
 	session, model, tenant, workspace, pool string
 	maxIterations                           int
 	maxCost                                 float64
-	json, yes                               bool
+	json, yes, cont                         bool
 }
 
 func cmdRun(ctx context.Context, args []string, cio cliIO) int {
@@ -40,6 +43,7 @@ func cmdRun(ctx context.Context, args []string, cio cliIO) int {
 	fs.Float64Var(&f.maxCost, "max-cost", 0, "stop the task when it has cost this many USD")
 	fs.BoolVar(&f.json, "json", false, "print the result JSON only")
 	fs.BoolVar(&f.yes, "yes", false, "approve dangerous commands without asking")
+	f.registerContinue(fs)
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
 		return flagExit(err)
@@ -50,6 +54,10 @@ func cmdRun(ctx context.Context, args []string, cio cliIO) int {
 	}
 	if f.session != "" && !proto.IsToken(f.session) {
 		fmt.Fprintf(cio.err, "herald run: --session may hold only letters, digits, '-' and '_' (got %q)\n", f.session)
+		return exitUsage
+	}
+	if f.cont && f.session != "" {
+		fmt.Fprintln(cio.err, "herald run: give --session ID or -c/--continue, not both")
 		return exitUsage
 	}
 	cfg, err := f.load()
@@ -74,12 +82,19 @@ func cmdRun(ctx context.Context, args []string, cio cliIO) int {
 		return exitUsage
 	}
 	log := f.logger(cio.err, "warn")
-	res, err := runTask(ctx, cfg, log, task, cio, f.json, f.yes)
+	res, err := runTask(ctx, cfg, log, task, cio, f.json, f.yes, f.cont)
 	if err != nil {
 		fmt.Fprintln(cio.err, "herald run:", err)
 		return exitFail
 	}
 	return reportResult(res, cio, f.json)
+}
+
+// registerContinue adds -c/--continue: the last session in this workspace.
+func (f *runFlags) registerContinue(fs *flag.FlagSet) {
+	const doc = "continue the last session in this workspace"
+	fs.BoolVar(&f.cont, "c", false, doc)
+	fs.BoolVar(&f.cont, "continue", false, doc)
 }
 
 func flagExit(err error) int {
@@ -91,29 +106,76 @@ func flagExit(err error) int {
 
 // runTask submits task to the NATS at HERALD_NATS_URL, or, when none
 // answers, to a whole Herald started in this process for the task's length.
-func runTask(ctx context.Context, cfg config.Config, log zerolog.Logger, task proto.Task, cio cliIO, jsonOut, yes bool) (proto.Result, error) {
-	nc, err := nats.Connect(cfg.NATSURL, nats.Timeout(time.Second), nats.Name("herald-run"), app.InboxOption(cfg))
-	var a *app.App
-	if err != nil {
-		if a, err = startInProcess(ctx, cfg, log); err != nil {
-			return proto.Result{}, err
-		}
-		defer a.Shutdown(context.Background())
-		nc = a.NC
-	} else {
-		defer nc.Close()
-	}
-	js, err := jetstream.New(nc)
+// continueLast puts the task in the workspace's most recent session.
+func runTask(ctx context.Context, cfg config.Config, log zerolog.Logger, task proto.Task, cio cliIO, jsonOut, yes, continueLast bool) (proto.Result, error) {
+	rt, err := openRuntime(ctx, cfg, log)
 	if err != nil {
 		return proto.Result{}, err
 	}
-	if a == nil {
-		if err := remoteReady(ctx, cfg, js, log); err != nil {
-			return proto.Result{}, fmt.Errorf("NATS at %s has no usable JetStream: %w", app.RedactURL(cfg.NATSURL), err)
+	defer rt.close()
+	if continueLast {
+		if task.SessionID, err = lastSession(ctx, rt.js, task.Workspace); err != nil {
+			return proto.Result{}, err
 		}
 	}
-	s := &stream{nc: nc, js: js, cio: cio, quiet: jsonOut, yes: yes, task: task}
+	s := &stream{nc: rt.nc, js: rt.js, cio: cio, quiet: jsonOut, yes: yes, task: task}
 	return s.run(ctx)
+}
+
+// runtime is the bus a command submits to: a remote NATS, or a whole Herald
+// started in this process when none answers.
+type runtime struct {
+	nc  *nats.Conn
+	js  jetstream.JetStream
+	app *app.App // nil when remote
+}
+
+func openRuntime(ctx context.Context, cfg config.Config, log zerolog.Logger) (*runtime, error) {
+	nc, err := nats.Connect(cfg.NATSURL, nats.Timeout(time.Second), nats.Name("herald-run"), app.InboxOption(cfg))
+	rt := &runtime{nc: nc}
+	if err != nil {
+		if rt.app, err = startInProcess(ctx, cfg, log); err != nil {
+			return nil, err
+		}
+		rt.nc = rt.app.NC
+	}
+	if rt.js, err = jetstream.New(rt.nc); err != nil {
+		rt.close()
+		return nil, err
+	}
+	if rt.app == nil {
+		if err := remoteReady(ctx, cfg, rt.js, log); err != nil {
+			rt.close()
+			return nil, fmt.Errorf("NATS at %s has no usable JetStream: %w", app.RedactURL(cfg.NATSURL), err)
+		}
+	}
+	return rt, nil
+}
+
+func (rt *runtime) close() {
+	if rt.app != nil {
+		rt.app.Shutdown(context.Background())
+		return
+	}
+	rt.nc.Close()
+}
+
+// errNothingToContinue says -c found no earlier session.
+var errNothingToContinue = errors.New("no earlier session in this workspace to continue (start one without -c)")
+
+// lastSession is the most recently started top-level session of workspace
+// (a task's workspace folder; "" is the root), for -c/--continue.
+func lastSession(ctx context.Context, js jetstream.JetStream, workspace string) (string, error) {
+	states, err := loop.ListSessions(ctx, js)
+	if err != nil {
+		return "", err
+	}
+	for _, st := range states { // most recent first
+		if st.ParentSessionID == "" && st.Workspace == workspace {
+			return st.SessionID, nil
+		}
+	}
+	return "", errNothingToContinue
 }
 
 // remoteReady waits until a remote server has the streams a task and its

@@ -16,6 +16,7 @@ import (
 	"github.com/heraldrun/herald/services/herald/internal/app"
 	"github.com/heraldrun/herald/services/loop"
 	"github.com/heraldrun/herald/services/memory"
+	"github.com/heraldrun/herald/services/toolrunner"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
@@ -27,12 +28,20 @@ func cmdSessions(ctx context.Context, args []string, cio cliIO) int {
 	c.register(fs)
 	jsonOut := fs.Bool("json", false, "print JSON")
 	limit := fs.Int("limit", 10, "search: how many sessions")
+	format := fs.String("format", "jsonl", "export: jsonl or md")
+	olderThan := fs.String("older-than", "", "prune: delete sessions whose last turn is older than this (e.g. 30d)")
+	dryRun := fs.Bool("dry-run", false, "prune: only say what would be deleted")
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
 		return flagExit(err)
 	}
-	if len(pos) == 0 || (pos[0] != "list" && len(pos) != 2) {
-		fmt.Fprintln(cio.err, "usage: herald sessions list | show ID | search QUERY [--json]")
+	if len(pos) == 0 || (pos[0] != "list" && pos[0] != "prune" && len(pos) != 2) {
+		fmt.Fprintln(cio.err, "usage: herald sessions list | show ID | search QUERY | export ID [--format jsonl|md] | delete ID | prune --older-than 30d")
+		return exitUsage
+	}
+	age, err := parseAge(*olderThan)
+	if err != nil || pos[0] == "prune" && age <= 0 {
+		fmt.Fprintln(cio.err, "herald sessions prune: give --older-than AGE, e.g. --older-than 30d")
 		return exitUsage
 	}
 	cfg, err := c.load()
@@ -53,6 +62,16 @@ func cmdSessions(ctx context.Context, args []string, cio cliIO) int {
 		err = showSession(ctx, js, pos[1], cio, *jsonOut)
 	case "search":
 		err = searchSessions(ctx, js, pos[1], *limit, cio, *jsonOut)
+	case "export":
+		err = exportSession(ctx, js, pos[1], *format, cio)
+	case "delete":
+		var rs []removal
+		rs, err = deleteSession(ctx, js, pos[1], toolrunner.ConfigFrom(cfg).CheckpointDir)
+		for _, r := range rs {
+			fmt.Fprintln(cio.out, r)
+		}
+	case "prune":
+		err = pruneSessions(ctx, js, age, *dryRun, toolrunner.ConfigFrom(cfg).CheckpointDir, cio)
 	default:
 		fmt.Fprintf(cio.err, "herald sessions: unknown subcommand %q\n", pos[0])
 		return exitUsage

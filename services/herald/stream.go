@@ -24,6 +24,10 @@ type stream struct {
 	yes   bool
 	task  proto.Task
 
+	// ask, when set, reads the answer to an approval or clarify prompt
+	// (herald chat's line editor); else lines are read from cio.in.
+	ask func(prompt string) (string, bool)
+
 	answer    strings.Builder // text streamed in the current step
 	stdin     *bufio.Reader
 	interrupt bool
@@ -189,7 +193,12 @@ func (s *stream) onEvent(data []byte) {
 	}
 }
 
-func (s *stream) readLine() (string, bool) {
+// readLine shows prompt and reads the person's answer.
+func (s *stream) readLine(prompt string) (string, bool) {
+	if s.ask != nil {
+		return s.ask(prompt)
+	}
+	fmt.Fprint(s.cio.err, prompt)
 	if s.stdin == nil {
 		s.stdin = bufio.NewReader(s.cio.in)
 	}
@@ -203,8 +212,8 @@ func (s *stream) readLine() (string, bool) {
 func (s *stream) answerApproval(ev proto.Event) {
 	approved := s.yes
 	if !approved {
-		fmt.Fprintf(s.cio.err, "\n⚠ The agent wants to run a command that needs approval:\n    %s\n  %s\n  Allow it? [y/N] ", ev.Args, ev.Message)
-		line, ok := s.readLine()
+		fmt.Fprintf(s.cio.err, "\n⚠ The agent wants to run a command that needs approval:\n    %s\n  %s\n", ev.Args, ev.Message)
+		line, ok := s.readLine("  Allow it? [y/N] ")
 		approved = ok && (strings.EqualFold(line, "y") || strings.EqualFold(line, "yes"))
 		if !ok {
 			fmt.Fprintln(s.cio.err, "(no answer: denied)")
@@ -218,8 +227,7 @@ func (s *stream) answerClarify(ev proto.Event) {
 	for i, c := range ev.Choices {
 		fmt.Fprintf(s.cio.err, "  %d) %s\n", i+1, c)
 	}
-	fmt.Fprint(s.cio.err, "> ")
-	line, ok := s.readLine()
+	line, ok := s.readLine("> ")
 	if !ok {
 		line = ""
 	}

@@ -39,6 +39,7 @@ func (s *Service) onModelAnswer(t *txn, resp *heraldpb.LLMResponse) error {
 	if m == nil {
 		m = &heraldpb.ChatMessage{}
 	}
+	moveThinking(m)
 	s.checkPressure(t, resp)
 	if st.Pending.Grace {
 		final := strings.TrimSpace(m.Content)
@@ -50,6 +51,9 @@ func (s *Service) onModelAnswer(t *txn, resp *heraldpb.LLMResponse) error {
 	}
 	if resp.FinishReason == "length" {
 		return s.onTruncated(t, m)
+	}
+	if resp.FinishReason == "content_filter" && len(m.ToolCalls) == 0 {
+		return s.onRefused(t, m)
 	}
 	if st.PartialContent != "" {
 		m.Content = st.PartialContent + m.Content
@@ -71,6 +75,10 @@ func (s *Service) onTruncated(t *txn, m *heraldpb.ChatMessage) error {
 	st := t.st
 	t.state(proto.StateErrorHandling)
 	usable := strings.TrimSpace(m.Content) != ""
+	if !usable && st.PartialContent == "" && strings.TrimSpace(m.Reasoning) != "" {
+		return s.finish(t, proto.ExitTruncated, "", "the model's output limit ran out while it was still reasoning, before it wrote any answer; "+
+			"raise the model's output limit or lower its reasoning effort")
+	}
 	if !usable && st.PartialContent == "" {
 		return s.finish(t, proto.ExitTruncated, "", "the model's first response was cut off by its output limit before it produced anything usable")
 	}
@@ -89,6 +97,21 @@ func (s *Service) onTruncated(t *txn, m *heraldpb.ChatMessage) error {
 	}, retry)
 }
 
+// onRefused ends a turn the provider's safety filter stopped: asking again
+// would be refused again, so it fails at once, with the model's own words
+// when it gave any.
+func (s *Service) onRefused(t *txn, m *heraldpb.ChatMessage) error {
+	t.state(proto.StateErrorHandling)
+	why := strings.TrimSpace(t.st.PartialContent + m.Content)
+	t.st.PartialContent = ""
+	if why == "" {
+		why = "The model gave no explanation."
+	}
+	final := "The model declined to answer this request (its provider's safety filter stopped it). " +
+		"Rephrase the request or narrow its context. The model's explanation: " + why
+	return s.finish(t, proto.ExitFailed, final, "content_policy: the response was stopped by the provider's content filter")
+}
+
 // onEmpty retries an empty reply: a nudge after tool results, prefill
 // retries for thinking-only replies, plain retries, then the fallback
 // provider, then gives up with an explanation.
@@ -98,6 +121,9 @@ func (s *Service) onEmpty(t *txn, m *heraldpb.ChatMessage) error {
 	hist := t.history()
 	afterTools := len(hist) > 0 && hist[len(hist)-1].Role == "tool"
 	thinking := strings.TrimSpace(m.Reasoning) != ""
+	if text := housekeepingText(hist); afterTools && text != "" {
+		return s.finish(t, proto.ExitTextResponse, text, "")
+	}
 	switch {
 	case afterTools && !st.NudgedAfterTools:
 		st.NudgedAfterTools = true
@@ -111,13 +137,43 @@ func (s *Service) onEmpty(t *txn, m *heraldpb.ChatMessage) error {
 		st.EmptyRetries++
 		t.retryEvent("empty answer; retrying")
 		return s.requestModel(t, []scaffoldMsg{{Role: "user", Content: nudgeEmpty}}, retry)
-	case !st.PreferFallback:
+	case !st.PreferFallback && s.cfg.Fallbacks > 0:
 		st.PreferFallback = true
 		t.retryEvent("empty answers persist; trying the fallback provider")
 		return s.requestModel(t, []scaffoldMsg{{Role: "user", Content: nudgeEmpty}}, retry)
 	}
-	explanation := fmt.Sprintf("The model returned no usable answer %d times in a row (empty or reasoning only, including a try on the fallback provider), so the turn was stopped.", st.Attempt+1)
+	tried := ""
+	if st.PreferFallback {
+		tried = ", including a try on the fallback provider"
+	}
+	explanation := fmt.Sprintf("The model returned no usable answer %d times in a row (empty or reasoning only%s), so the turn was stopped.", st.Attempt+1, tried)
 	return s.finish(t, proto.ExitEmptyResponseExhausted, explanation, "")
+}
+
+// housekeepingTools only keep the agent's own notes; text written beside
+// calls of these alone is the model's answer, said before it tidied up.
+var housekeepingTools = map[string]bool{"memory": true, "todo": true, "session_search": true}
+
+// housekeepingText is the text of the last assistant message when every
+// call it made was housekeeping, else "". An empty reply after such a step
+// means the model had already answered.
+func housekeepingText(hist []*heraldpb.ChatMessage) string {
+	for i := len(hist) - 1; i >= 0; i-- {
+		m := hist[i]
+		if m.Role != "assistant" {
+			continue
+		}
+		if strings.TrimSpace(m.Content) == "" || len(m.ToolCalls) == 0 {
+			return ""
+		}
+		for _, c := range m.ToolCalls {
+			if !housekeepingTools[c.Name] {
+				return ""
+			}
+		}
+		return m.Content
+	}
+	return ""
 }
 
 // onModelError maps the gateway's error class to the turn's outcome.
@@ -138,6 +194,12 @@ func (s *Service) onModelError(t *txn, resp *heraldpb.LLMResponse) error {
 		if ok, err := s.onOverflow(t); ok {
 			return err
 		}
+		if st.OverflowCompressions == 0 {
+			reason = proto.ExitFailed // refused, and nothing was tried to make it fit
+		}
+	case "invalid_request", "billing", "model_not_found", "content_policy":
+		// the provider refused the request itself: asking again cannot help
+		reason = proto.ExitFailed
 	}
 	if reason == proto.ExitAllRetriesExhausted && st.Step >= st.MaxIterations-1 {
 		reason = proto.ExitErrorNearMaxIterations

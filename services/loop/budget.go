@@ -7,8 +7,9 @@ import (
 )
 
 // cheapTools cost so little that a step calling only them gives its
-// iteration back: planning with todo should not eat the working budget.
-var cheapTools = map[string]bool{"todo": true}
+// iteration back: planning with todo should not eat the working budget,
+// and a step of execute_code stands for the many steps its program made.
+var cheapTools = map[string]bool{"todo": true, "execute_code": true}
 
 // hardCapFactor bounds the model calls of a turn whatever the refunds:
 // a model that only ever plans still stops.

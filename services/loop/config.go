@@ -7,6 +7,7 @@ import (
 
 	"github.com/heraldrun/herald/pkg/bus"
 	"github.com/heraldrun/herald/pkg/config"
+	"github.com/heraldrun/herald/pkg/hooks"
 )
 
 // Config is the loop's configuration.
@@ -30,6 +31,11 @@ type Config struct {
 	// PressureCooldown spaces context-pressure events of one session.
 	PressureCooldown time.Duration
 	Pool             string
+	// Fallbacks is how many fallback providers the gateway may turn to;
+	// with none, asking for the fallback would only ask the primary again.
+	Fallbacks int
+	// Hooks is how pre_llm_call is asked.
+	Hooks hooks.Config
 	// Now is the clock the cooldowns are measured by (nil: time.Now); tests
 	// move it forward instead of waiting.
 	Now func() time.Time
@@ -51,6 +57,8 @@ func ConfigFrom(c config.Config) Config {
 		SnapshotTimeout:       2 * time.Second,
 		PressureCooldown:      300 * time.Second,
 		Pool:                  bus.DefaultPool,
+		Fallbacks:             len(c.FallbackProviders),
+		Hooks:                 hooks.ConfigFrom(c),
 		Now:                   time.Now,
 	}
 }

@@ -57,6 +57,10 @@ func (s *Service) dispatchChild(t *txn, c PendingCall) {
 			localResult(ctx, b, st.SessionID, c.CallID, "Error: delegate_task needs a non-empty \"goal\".")
 			return
 		}
+		if refused, why := s.policyRefusesChild(ctx, st, c); refused {
+			deniedResult(ctx, b, st.SessionID, c.CallID, why)
+			return
+		}
 		b.JSON(ctx, bus.TasksSubject, "child:"+task.SessionID, task)
 	})
 }

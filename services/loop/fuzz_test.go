@@ -112,7 +112,8 @@ func FuzzTranscriptEntry(f *testing.F) {
 
 // checkRepaired asserts what providers require of a repaired history: every
 // tool message answers a call of the assistant message before its run of
-// tool messages, and every call has exactly one answer.
+// tool messages, every call has exactly one answer, and every call's
+// arguments are a JSON object.
 func checkRepaired(t *testing.T, msgs []*heraldpb.ChatMessage) {
 	t.Helper()
 	var open map[string]int
@@ -131,6 +132,10 @@ func checkRepaired(t *testing.T, msgs []*heraldpb.ChatMessage) {
 			open = map[string]int{}
 			for _, c := range m.ToolCalls {
 				open[c.Id] = 0
+				var obj map[string]any
+				require.NoError(t, json.Unmarshal([]byte(c.Arguments), &obj), "arguments of call %q", c.Id)
+				require.NotNil(t, obj, "arguments of call %q", c.Id)
+				require.Regexp(t, `^[A-Za-z0-9_-]{1,64}$`, c.Name, "name of call %q", c.Id)
 			}
 		}
 	}

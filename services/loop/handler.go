@@ -70,6 +70,7 @@ func (s *Service) startTurn(ctx context.Context, t *txn, task proto.Task, publis
 	st.resetTurnCounters()
 	st.TurnStartedMs = published.UnixMilli()
 	if len(t.msgs) == 0 {
+		t.afterCommit(func() { s.sessionStarted(st, task) })
 		t.appendMsg(&heraldpb.ChatMessage{Role: "system", Content: s.buildSystemPrompt(ctx, st, task.SystemMessage)})
 	}
 	t.appendMsg(&heraldpb.ChatMessage{Role: "user", Content: task.Prompt})
@@ -123,8 +124,9 @@ func (s *Service) sendModelRequest(t *txn, scaffold []scaffoldMsg, kind requestK
 	st.Status = statusThinking
 	st.Pending = &Pending{Kind: waitLLM, RequestID: reqID, Scaffold: scaffold, Grace: grace}
 	req := s.llmRequest(t, reqID, scaffold, grace)
+	call := llmCallOf(st, t.history())
 	t.effect(func(ctx context.Context, b *bus.Batch) {
-		b.Proto(ctx, bus.LLMRequest(st.SessionID), reqID, req)
+		b.Proto(ctx, bus.LLMRequest(st.SessionID), reqID, s.withHookContext(ctx, call, req))
 	})
 	t.state(proto.StateThinking)
 	return nil
@@ -176,7 +178,7 @@ func (s *Service) wireTools(specs []toolspec.Spec) []*heraldpb.ToolSpec {
 }
 
 // childBlockedTools are tools a delegated child may not use.
-var childBlockedTools = map[string]bool{"delegate_task": true, "clarify": true, "memory": true}
+var childBlockedTools = map[string]bool{"delegate_task": true, "clarify": true, "memory": true, "execute_code": true}
 
 // toolsFor lists the tools offered to a session, filtered by its toolsets.
 func (s *Service) toolsFor(st *State) []toolspec.Spec {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/heraldrun/herald/pkg/models"
 	"github.com/heraldrun/herald/proto/heraldpb"
+	gproto "google.golang.org/protobuf/proto"
 )
 
 const orphanResult = "[No result: this call did not complete.]"
@@ -25,10 +26,12 @@ func RepairHistory(msgs []*heraldpb.ChatMessage) []*heraldpb.ChatMessage {
 		if m.Role == "tool" {
 			continue // kept only when claimed by the assistant before it
 		}
-		out = append(out, m)
 		if m.Role != "assistant" || len(m.ToolCalls) == 0 {
+			out = append(out, m)
 			continue
 		}
+		m = withObjectArgs(m)
+		out = append(out, m)
 		results := map[string]*heraldpb.ChatMessage{}
 		j := i + 1
 		for ; j < len(msgs) && msgs[j].Role == "tool"; j++ {
@@ -46,6 +49,30 @@ func RepairHistory(msgs []*heraldpb.ChatMessage) []*heraldpb.ChatMessage {
 		i = j - 1
 	}
 	return mergeAdjacentUsers(out)
+}
+
+// withObjectArgs returns m, or a copy of it whose tool calls all carry JSON
+// objects as arguments and names of the shape providers accept: strict
+// providers refuse a history holding anything else. Sessions recorded before the loop stored repaired arguments, and
+// histories from elsewhere, may hold the model's raw text.
+func withObjectArgs(m *heraldpb.ChatMessage) *heraldpb.ChatMessage {
+	ok := true
+	for _, c := range m.ToolCalls {
+		if _, valid := asObject(c.Arguments); !valid || WireToolName(c.Name) != c.Name {
+			ok = false
+		}
+	}
+	if ok {
+		return m
+	}
+	c := gproto.Clone(m).(*heraldpb.ChatMessage)
+	for _, tc := range c.ToolCalls {
+		if _, valid := asObject(tc.Arguments); !valid {
+			tc.Arguments = WireArgs(tc.Arguments)
+		}
+		tc.Name = WireToolName(tc.Name)
+	}
+	return c
 }
 
 // mergeAdjacentUsers joins consecutive user messages into one, and

@@ -2,16 +2,18 @@ package loop
 
 import (
 	"encoding/json"
-	"fmt"
+	"regexp"
 	"sort"
 	"strings"
 	"unicode"
 )
 
-// RepairToolName maps a name the model produced to a known tool: case,
-// '-' and spaces to '_', CamelCase to snake_case, a '_tool' suffix dropped,
-// then the closest known name with similarity >= 0.7. ok is false when
-// nothing is close enough.
+// RepairToolName maps a name the model produced to a known tool: markup
+// leaked into the name is cut off (at the first quote or angle bracket, as
+// in `terminal" parameter="command"`), then case, '-' and spaces to '_',
+// CamelCase to snake_case, a 'tool' suffix dropped (up to twice), then the
+// closest known name with similarity >= 0.7. ok is false when nothing is
+// close enough.
 func RepairToolName(name string, known []string) (string, bool) {
 	set := map[string]bool{}
 	for _, k := range known {
@@ -20,11 +22,17 @@ func RepairToolName(name string, known []string) (string, bool) {
 	if set[name] {
 		return name, true
 	}
-	candidates := []string{strings.ToLower(name)}
+	if i := strings.IndexAny(name, `"'<>`); i > 0 {
+		name = name[:i]
+	}
 	n := strings.NewReplacer("-", "_", " ", "_").Replace(strings.TrimSpace(name))
-	candidates = append(candidates, strings.ToLower(n), snake(n))
-	for _, c := range append([]string(nil), candidates...) {
-		candidates = append(candidates, strings.TrimSuffix(c, "_tool"))
+	var candidates []string
+	for _, c := range []string{strings.ToLower(name), strings.ToLower(n), snake(n)} {
+		candidates = append(candidates, c)
+		for range 2 {
+			c = trimToolSuffix(c)
+			candidates = append(candidates, c)
+		}
 	}
 	for _, c := range candidates {
 		if set[c] {
@@ -33,11 +41,20 @@ func RepairToolName(name string, known []string) (string, bool) {
 	}
 	best, bestScore := "", 0.0
 	for _, k := range known {
-		if score := similarity(strings.TrimSuffix(snake(n), "_tool"), k); score > bestScore {
+		if score := similarity(strings.ToLower(name), k); score > bestScore {
 			best, bestScore = k, score
 		}
 	}
 	return best, bestScore >= 0.7
+}
+
+func trimToolSuffix(s string) string {
+	for _, suffix := range []string{"_tool", "-tool", "tool"} {
+		if t := strings.TrimSuffix(s, suffix); t != s {
+			return strings.TrimRight(t, "_-")
+		}
+	}
+	return s
 }
 
 func snake(s string) string {
@@ -87,132 +104,33 @@ func matching(a, b string) int {
 	return bestN + matching(a[:bestI], b[:bestJ]) + matching(a[bestI+bestN:], b[bestJ+bestN:])
 }
 
-// ArgsError explains why arguments could not be used.
-type ArgsError struct{ Reason string }
+// wireNamePattern is the shape providers require of a function name, in
+// requests and in the history they are sent back (OpenAI and Anthropic both
+// refuse a history whose call names do not match it).
+var wireNamePattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 
-func (e *ArgsError) Error() string { return e.Reason }
-
-// RepairArgs returns arguments as a JSON object text: empty becomes {},
-// trailing commas and unclosed brackets or strings are repaired; anything
-// else is an *ArgsError naming what is wrong.
-func RepairArgs(raw string) (string, error) {
-	s := strings.TrimSpace(raw)
-	if s == "" {
-		return "{}", nil
+// WireToolName is a call's name as every copy sent back to a provider
+// carries it: the name itself when providers accept it, else the name with
+// every other character replaced by '_' (cut to 64), so a name polluted with
+// markup that matched no tool cannot get the whole history refused.
+func WireToolName(name string) string {
+	if wireNamePattern.MatchString(name) {
+		return name
 	}
-	if obj, ok := asObject(s); ok {
-		return obj, nil
-	}
-	fixed := closeBrackets(removeTrailingCommas(s))
-	if obj, ok := asObject(fixed); ok {
-		return obj, nil
-	}
-	var v any
-	err := json.Unmarshal([]byte(s), &v)
-	if err == nil {
-		return "", &ArgsError{Reason: fmt.Sprintf("arguments must be a JSON object, got %s", jsonKind(v))}
-	}
-	return "", &ArgsError{Reason: fmt.Sprintf("arguments are not valid JSON: %v", err)}
-}
-
-func asObject(s string) (string, bool) {
-	var m map[string]any
-	if err := json.Unmarshal([]byte(s), &m); err != nil || m == nil {
-		return "", false
-	}
-	out, _ := json.Marshal(m)
-	return string(out), true
-}
-
-func jsonKind(v any) string {
-	switch v.(type) {
-	case []any:
-		return "an array"
-	case string:
-		return "a string"
-	case float64:
-		return "a number"
-	case bool:
-		return "a boolean"
-	case nil:
-		return "null"
-	}
-	return "something else"
-}
-
-// removeTrailingCommas drops commas directly before a closing bracket,
-// outside strings.
-func removeTrailingCommas(s string) string {
-	var b strings.Builder
-	inStr, esc := false, false
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if inStr {
-			b.WriteByte(c)
-			switch {
-			case esc:
-				esc = false
-			case c == '\\':
-				esc = true
-			case c == '"':
-				inStr = false
-			}
-			continue
+	clean := strings.Map(func(r rune) rune {
+		if r < 128 && (unicode.IsLetter(r) || unicode.IsDigit(r) || r == '_' || r == '-') {
+			return r
 		}
-		if c == '"' {
-			inStr = true
-		}
-		if c == ',' {
-			j := i + 1
-			for j < len(s) && strings.ContainsRune(" \t\r\n", rune(s[j])) {
-				j++
-			}
-			if j < len(s) && (s[j] == '}' || s[j] == ']') {
-				continue
-			}
-		}
-		b.WriteByte(c)
+		return '_'
+	}, name)
+	clean = strings.Trim(clean, "_")
+	if len(clean) > 64 {
+		clean = clean[:64]
 	}
-	return b.String()
-}
-
-// closeBrackets closes an unterminated string and any open brackets.
-func closeBrackets(s string) string {
-	var stack []byte
-	inStr, esc := false, false
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if inStr {
-			switch {
-			case esc:
-				esc = false
-			case c == '\\':
-				esc = true
-			case c == '"':
-				inStr = false
-			}
-			continue
-		}
-		switch c {
-		case '"':
-			inStr = true
-		case '{':
-			stack = append(stack, '}')
-		case '[':
-			stack = append(stack, ']')
-		case '}', ']':
-			if len(stack) > 0 {
-				stack = stack[:len(stack)-1]
-			}
-		}
+	if clean == "" {
+		return "unknown_tool"
 	}
-	if inStr {
-		s += `"`
-	}
-	for i := len(stack) - 1; i >= 0; i-- {
-		s += string(stack[i])
-	}
-	return s
+	return clean
 }
 
 // CanonicalArgs renders arguments with sorted keys, for fingerprints.

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/heraldrun/herald/pkg/bus"
+	"github.com/heraldrun/herald/pkg/hooks"
 	"github.com/heraldrun/herald/pkg/service"
 	"github.com/rs/zerolog"
 )
@@ -19,6 +20,7 @@ type Service struct {
 	log   zerolog.Logger
 	store sessionStore
 	tr    *transcripts
+	hooks *hooks.Client
 
 	mu      sync.Mutex
 	workers []*bus.Worker
@@ -40,7 +42,7 @@ func New(cfg Config, deps service.Deps) (*Service, error) {
 		cfg.Now = time.Now
 	}
 	return &Service{cfg: cfg, deps: deps, log: deps.Log.With().Str("service", "loop").Logger(),
-		tr: newTranscripts(deps.JS)}, nil
+		tr: newTranscripts(deps.JS), hooks: hooks.New(deps.NC, cfg.Hooks, deps.Log.With().Str("service", "loop").Logger())}, nil
 }
 
 // Name is the service's name.

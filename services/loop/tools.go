@@ -21,6 +21,7 @@ import (
 func (s *Service) dispatchTools(t *txn, m *heraldpb.ChatMessage) error {
 	st := t.st
 	known := s.toolNames(st)
+	m.ToolCalls = uniqueCalls(m.ToolCalls)
 	calls := make([]PendingCall, len(m.ToolCalls))
 	invalid := 0
 	for i, tc := range m.ToolCalls {
@@ -34,7 +35,7 @@ func (s *Service) dispatchTools(t *txn, m *heraldpb.ChatMessage) error {
 		}
 		calls[i] = c
 	}
-	t.appendMsg(&heraldpb.ChatMessage{Role: "assistant", Content: m.Content, Reasoning: m.Reasoning, ToolCalls: m.ToolCalls})
+	t.appendMsg(&heraldpb.ChatMessage{Role: "assistant", Content: m.Content, Reasoning: m.Reasoning, ToolCalls: asRecorded(m.ToolCalls, calls)})
 	if invalid == len(calls) {
 		st.InvalidStrikes++
 		if st.InvalidStrikes >= maxInvalidStrikes {
@@ -54,6 +55,29 @@ func (s *Service) dispatchTools(t *txn, m *heraldpb.ChatMessage) error {
 	return s.runSegment(t)
 }
 
+// uniqueCalls drops calls of one step that repeat an earlier call's name
+// and arguments with nothing but read-only calls between them: the model
+// asked for one thing twice (some providers' streams duplicate a call), and
+// running it twice (an append, a deploy) would do it twice. A repeat after a
+// call that may change things (read, write, read again) is kept. The
+// history keeps the calls that run.
+func uniqueCalls(calls []*heraldpb.ToolCall) []*heraldpb.ToolCall {
+	seen := map[string]bool{}
+	out := calls[:0:0]
+	for _, tc := range calls {
+		key := tc.Name + "\x00" + CanonicalArgs(tc.Arguments)
+		if seen[key] {
+			continue
+		}
+		if spec, ok := toolspec.Lookup(tc.Name); !ok || !spec.ReadOnly {
+			clear(seen) // what ran before may change what a repeat finds
+		}
+		seen[key] = true
+		out = append(out, tc)
+	}
+	return out
+}
+
 // prepareCall repairs the call's name and arguments; it returns why the call
 // cannot run, as the result the model will see, or "".
 func (s *Service) prepareCall(c *PendingCall, tc *heraldpb.ToolCall, known []string, st *State) string {
@@ -63,12 +87,33 @@ func (s *Service) prepareCall(c *PendingCall, tc *heraldpb.ToolCall, known []str
 	}
 	c.Tool = name
 	args, err := RepairArgs(tc.Arguments)
+	var ae *ArgsError
+	if errors.As(err, &ae) && ae.CutOff {
+		return fmt.Sprintf("Error: the arguments of this %s call were cut off: %v. Nothing was done. "+
+			"Send the call again with complete arguments; if the content is long, split it over several smaller calls.", name, err)
+	}
 	if err != nil {
 		spec, _ := toolspec.Lookup(name)
 		return fmt.Sprintf("Error: the arguments for %s could not be used: %v. Send a JSON object matching this schema: %s", name, err, spec.ParametersJSON())
 	}
 	c.Args = args
 	return ""
+}
+
+// asRecorded is the model's calls as the history keeps them: under the
+// repaired tool name, with arguments every provider accepts (the repaired
+// object, or {} when the arguments were unusable; the call's result says
+// why). A name that matched no tool is kept as the model wrote it, so the
+// result naming it makes sense, unless providers would refuse it.
+func asRecorded(model []*heraldpb.ToolCall, calls []PendingCall) []*heraldpb.ToolCall {
+	out := make([]*heraldpb.ToolCall, len(model))
+	for i, tc := range model {
+		out[i] = &heraldpb.ToolCall{Id: tc.Id, Name: WireToolName(calls[i].Tool), Arguments: calls[i].Args}
+		if out[i].Arguments == "" {
+			out[i].Arguments = WireArgs(tc.Arguments)
+		}
+	}
+	return out
 }
 
 // runSegment dispatches the calls of the current segment, skipping past
@@ -154,10 +199,10 @@ func (s *Service) completeStep(t *txn) error {
 			if err != nil {
 				return err
 			}
-			content = res.Content
+			content = frameUntrusted(c.Tool, res.Content)
 			s.addChildCost(st, c, res)
 		}
-		t.appendMsg(&heraldpb.ChatMessage{Role: "tool", ToolCallId: c.ModelID, Name: c.Tool, Content: content})
+		t.appendMsg(&heraldpb.ChatMessage{Role: "tool", ToolCallId: c.ModelID, Name: WireToolName(c.Tool), Content: content})
 		fp = append(fp, c.Tool+" "+CanonicalArgs(c.Args)+" "+digest(content))
 	}
 	st.Status = statusThinking

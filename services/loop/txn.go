@@ -24,7 +24,9 @@ type txn struct {
 	appended []*heraldpb.ChatMessage
 	effects  []func(context.Context, *bus.Batch)
 	events   []proto.Event
-	noop     bool
+	// committed run once the transition's state is committed.
+	committed []func()
+	noop      bool
 	// inHand is the tool result this transition was handed; completing a
 	// step reads it from here instead of from the stream.
 	inHand *heraldpb.ToolResult
@@ -46,6 +48,10 @@ func (t *txn) event(ev proto.Event) {
 	ev.SessionID, ev.TaskID, ev.Seq = t.st.SessionID, t.st.TaskID, t.st.EventSeq
 	t.events = append(t.events, ev)
 }
+
+// afterCommit runs f once this transition is committed (never for a
+// speculative or losing decision).
+func (t *txn) afterCommit(f func()) { t.committed = append(t.committed, f) }
 
 func (t *txn) state(name string) {
 	t.event(proto.Event{Type: proto.EventState, State: name, Step: t.st.Step})
@@ -120,6 +126,9 @@ func (s *Service) advanceOnce(ctx context.Context, sid string, decide func(t *tx
 		if err := bus.PublishEvent(s.deps.NC, ev); err != nil {
 			s.log.Warn().Err(err).Str("session_id", sid).Msg("publishing event failed")
 		}
+	}
+	for _, f := range t.committed {
+		f()
 	}
 	return nil
 }

@@ -40,13 +40,13 @@ func (s *Service) handleCall(ctx context.Context, msg jetstream.Msg) error {
 	}
 	s.event(&req, proto.EventToolStarted, "")
 	started := time.Now()
-	content, isErr, err := s.execute(ctx, &req)
+	content, st, err := s.executeAllowed(ctx, &req)
 	if err != nil {
 		return err
 	}
 	res := &heraldpb.ToolResult{
 		CallId: req.CallId, SessionId: req.SessionId, Step: req.Step, Tool: req.Tool,
-		Content: content, IsError: isErr, Status: status(isErr),
+		Content: content, IsError: st != "ok", Status: st,
 		DurationMs: time.Since(started).Milliseconds(), Runner: s.runner(),
 	}
 	if err := bus.PublishProto(ctx, s.deps.JS, resultSubject, req.SessionId+":"+req.CallId, res); err != nil {
@@ -95,7 +95,7 @@ func isFailure(out any) bool {
 	return false
 }
 
-func status(isErr bool) string {
+func statusOf(isErr bool) string {
 	if isErr {
 		return "error"
 	}

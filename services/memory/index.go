@@ -98,6 +98,10 @@ func (ix *Index) Add(e *heraldpb.TranscriptEntry, seq uint64) {
 	if seq > ix.LastSeq {
 		ix.LastSeq = seq
 	}
+	if e.GetDeleted() {
+		ix.forget(e.SessionId)
+		return
+	}
 	m := e.GetMessage()
 	if m == nil || m.Scaffolding || e.SessionId == "" || e.Index < 0 || e.Index > maxTranscriptIndex {
 		return

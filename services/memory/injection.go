@@ -22,6 +22,24 @@ var threats = []threat{
 	{"secret exfiltration", regexp.MustCompile(`(?i)\b(curl|wget)\b[^\n]*(\$\{?[A-Z_]*(KEY|TOKEN|SECRET|PASSWORD)|\.env\b|credentials)`)},
 	{"ssh backdoor", regexp.MustCompile(`(?i)authorized_keys`)},
 	{"fake role marker", regexp.MustCompile(`(?i)(^|\n)\s*(<\|im_start\|>|\[/?(system|inst)\]|<\/?system>)`)},
+	// The rest follow the kinds of Hermes' threat table (tools/threat_patterns.py,
+	// HERMES-TESTS.md §12): filler words between the key words do not hide them.
+	{"instruction override", regexp.MustCompile(`(?i)\bignore\s+(\w+\s+)*(previous|all|above|prior)\s+(\w+\s+)*instructions`)},
+	{"rule override", regexp.MustCompile(`(?i)\bdisregard\s+(\w+\s+)*(your|all|any)\s+(\w+\s+)*(instructions|rules|guidelines)`)},
+	{"role hijack", regexp.MustCompile(`(?i)\byou\s+are\s+(\w+\s+)*now\s+(a|an|the)\s+`)},
+	{"role hijack", regexp.MustCompile(`(?i)\bpretend\s+(\w+\s+)*(you\s+are|to\s+be)\s+`)},
+	{"system prompt leak", regexp.MustCompile(`(?i)\boutput\s+(\w+\s+)*(system|initial)\s+prompt`)},
+	{"restriction bypass", regexp.MustCompile(`(?i)\b(respond|answer|reply)\s+without\s+(\w+\s+)*(restrictions|limitations|filters|safety)`)},
+	{"fake update", regexp.MustCompile(`(?i)\byou\s+have\s+been\s+(\w+\s+)*(updated|upgraded|patched)\s+to\b`)},
+	{"hidden instruction", regexp.MustCompile(`(?i)<!--[^>]*(ignore|override|system|secret|hidden)[^>]*-->`)},
+	{"hidden instruction", regexp.MustCompile(`(?i)<div\s+style\s*=\s*["'][^"']*display\s*:\s*none`)},
+	{"execution request", regexp.MustCompile(`(?i)\btranslate\s+.*\binto\s+.*\band\s+(execute|run|eval)\b`)},
+	{"secret exfiltration", regexp.MustCompile(`(?i)\bcat\s+[^\n]*(\.env\b|credentials|\.netrc|\.pgpass|\.npmrc|\.pypirc)`)},
+	{"data exfiltration", regexp.MustCompile(`(?i)\b(send|post|upload|transmit)\s+.*\b(to|at)\s+https?://`)},
+	{"context exfiltration", regexp.MustCompile(`(?i)\b(include|output|print|share)\s+(\w+\s+)*(conversation|chat\s+history|previous\s+messages|full\s+context|entire\s+context)`)},
+	{"ssh access", regexp.MustCompile(`(?i)(\$HOME|~)/\.ssh\b`)},
+	{"agent instructions tampering", regexp.MustCompile(`(?i)\b(update|modify|edit|write|change|append|add\s+to)\s+(\w+\s+)*(AGENTS\.md|CLAUDE\.md|\.cursorrules|\.clinerules)`)},
+	{"hard-coded secret", regexp.MustCompile(`(?i)\b(api[_-]?key|token|secret|password)\s*[=:]\s*["'][A-Za-z0-9+/=_-]{20,}`)},
 }
 
 // hiddenRunes are characters that are invisible when displayed but can
@@ -32,6 +50,7 @@ var hiddenRunes = map[rune]string{
 	'\u202a': "bidi embedding", '\u202b': "bidi embedding", '\u202c': "bidi pop",
 	'\u202d': "bidi override", '\u202e': "bidi override", '\u2066': "bidi isolate",
 	'\u2067': "bidi isolate", '\u2068': "bidi isolate", '\u2069': "bidi isolate",
+	'\u2062': "invisible times", '\u2063': "invisible separator", '\u2064': "invisible plus",
 }
 
 // scanInjection names what makes text unsafe to replay into a system

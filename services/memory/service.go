@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/heraldrun/herald/pkg/bus"
+	"github.com/heraldrun/herald/pkg/hooks"
 	"github.com/heraldrun/herald/pkg/service"
 	"github.com/nats-io/nats.go"
 	"github.com/rs/zerolog"
@@ -29,6 +30,7 @@ type Service struct {
 	store    *Store
 	index    *Index
 	provider Provider
+	hooks    *hooks.Client
 
 	mu      sync.Mutex
 	worker  *bus.Worker
@@ -45,8 +47,9 @@ func New(cfg Config, deps service.Deps) (*Service, error) {
 	if deps.NC == nil || deps.JS == nil {
 		return nil, errors.New("memory: a NATS connection and JetStream are required")
 	}
-	return &Service{cfg: cfg, deps: deps, index: NewIndex(),
-		log: deps.Log.With().Str("service", "memory").Logger()}, nil
+	log := deps.Log.With().Str("service", "memory").Logger()
+	return &Service{cfg: cfg, deps: deps, index: NewIndex(), log: log,
+		hooks: hooks.New(deps.NC, hooks.ConfigFrom(deps.Config), log)}, nil
 }
 
 // SetProvider installs the one optional external memory provider; call it

@@ -3,12 +3,15 @@ package toolrunner
 import (
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"time"
 
 	"github.com/heraldrun/herald/pkg/bus"
 	"github.com/heraldrun/herald/pkg/config"
+	"github.com/heraldrun/herald/pkg/hooks"
 	"github.com/heraldrun/herald/proto"
 )
 
@@ -57,6 +60,31 @@ type Config struct {
 	MCPServers map[string]config.MCPServer
 	// SearchMaxResults caps the matches search_files returns.
 	SearchMaxResults int
+	// Hooks is how pre_tool_call is asked.
+	Hooks hooks.Config
+	// Code limits execute_code programs.
+	Code CodeLimits
+}
+
+// CodeLimits bound one execute_code program.
+type CodeLimits struct {
+	// Timeout stops the program.
+	Timeout time.Duration
+	// MaxToolCalls a program may make; the next raises ToolError.
+	MaxToolCalls int
+	// MaxOutputChars of output in the result, truncation marker included.
+	MaxOutputChars int
+	// Python is the interpreter: the system's (/usr/bin/python3) unless set.
+	Python string
+}
+
+// systemPython is the operating system's python3, the one a sandbox that
+// shows only /usr still has; without it, python3 from PATH.
+func systemPython() string {
+	if _, err := os.Stat("/usr/bin/python3"); err == nil {
+		return "/usr/bin/python3"
+	}
+	return "python3"
 }
 
 // DefaultConfig returns the defaults of BEHAVIOURS.md.
@@ -78,6 +106,8 @@ func DefaultConfig() Config {
 		AckWait:            30 * time.Second,
 		MaxDeliver:         5,
 		SearchMaxResults:   200,
+		Hooks:              hooks.Config{Timeout: hooks.DefaultTimeout},
+		Code:               CodeLimits{Timeout: 300 * time.Second, MaxToolCalls: 50, MaxOutputChars: 50000, Python: systemPython()},
 	}
 }
 
@@ -104,6 +134,15 @@ func ConfigFrom(c config.Config) Config {
 		cfg.ApprovalTimeout = c.Approvals.Timeout
 	}
 	cfg.MCPServers = c.MCPServers
+	cfg.Hooks = hooks.ConfigFrom(c)
+	if c.CodeExecution.Timeout > 0 {
+		cfg.Code.Timeout = time.Duration(c.CodeExecution.Timeout) * time.Second
+	}
+	set(&cfg.Code.MaxToolCalls, c.CodeExecution.MaxToolCalls)
+	set(&cfg.Code.MaxOutputChars, c.CodeExecution.MaxOutputChars)
+	if c.CodeExecution.Python != "" {
+		cfg.Code.Python = c.CodeExecution.Python
+	}
 	return cfg
 }
 
@@ -122,6 +161,7 @@ func (c Config) Validate() error {
 	check(c.TerminalTimeout > 0, "toolrunner: terminal timeout must be positive")
 	check(c.ApprovalTimeout > 0, "toolrunner: approvals timeout must be positive")
 	check(c.BreakerThreshold > 0, "toolrunner: breaker threshold must be positive")
+	check(!strings.ContainsAny(c.Code.Python, "'\n"), "toolrunner: code_execution.python must not hold a quote or a newline")
 	check(!c.Checkpoints || c.CheckpointDir != "", "toolrunner: checkpoints need a checkpoint dir")
 	switch c.ApprovalsMode {
 	case ApprovalsManual, ApprovalsOff, ApprovalsDeny:
@@ -157,5 +197,17 @@ func (c *Config) fill() {
 	}
 	if c.SearchMaxResults <= 0 {
 		c.SearchMaxResults = d.SearchMaxResults
+	}
+	if c.Code.Timeout <= 0 {
+		c.Code.Timeout = d.Code.Timeout
+	}
+	if c.Code.MaxToolCalls <= 0 {
+		c.Code.MaxToolCalls = d.Code.MaxToolCalls
+	}
+	if c.Code.Python == "" {
+		c.Code.Python = systemPython()
+	}
+	if c.Code.MaxOutputChars <= 0 {
+		c.Code.MaxOutputChars = d.Code.MaxOutputChars
 	}
 }

@@ -143,7 +143,7 @@ func TestToolSpecsAreServedOnTheBus(t *testing.T) {
 		require.NotEmpty(t, s.Description)
 		require.Equal(t, "object", s.Parameters["type"])
 	}
-	require.Equal(t, "clarify patch read_file search_files terminal todo write_file", strings.Join(names, " "))
+	require.Equal(t, "clarify execute_code patch read_file search_files terminal todo write_file", strings.Join(names, " "))
 }
 
 func TestPoolsSeparateWork(t *testing.T) {

@@ -39,13 +39,7 @@ func toolEventID(req *heraldpb.ToolCallRequest) string {
 
 // toolEvent records the execution for accounting's tool_events table.
 func (s *Service) toolEvent(ctx context.Context, req *heraldpb.ToolCallRequest, o outcome, took time.Duration) {
-	tenant := req.GetTenant()
-	if tenant == "" {
-		tenant = s.deps.Config.Tenant
-	}
-	if tenant == "" {
-		tenant = "default"
-	}
+	tenant := s.tenantOf(req)
 	id := toolEventID(req)
 	ev := &heraldpb.ToolEvent{EventId: id, TsUnixMs: time.Now().UnixMilli(), Tenant: tenant,
 		SessionId: req.GetSessionId(), TaskId: req.GetTaskId(), CallId: req.GetCallId(), Tool: req.GetTool(),
@@ -53,4 +47,18 @@ func (s *Service) toolEvent(ctx context.Context, req *heraldpb.ToolCallRequest, 
 	if err := bus.PublishProto(ctx, s.deps.JS, bus.ToolEventSubject(tenant), id, ev); err != nil {
 		s.log.Warn().Err(err).Str("session_id", req.GetSessionId()).Str("call_id", req.GetCallId()).Msg("publishing a tool event failed")
 	}
+}
+
+// tenantOf is the tenant a call is attributed to.
+func (s *Service) tenantOf(req *heraldpb.ToolCallRequest) string {
+	return firstNonEmpty(req.GetTenant(), s.deps.Config.Tenant, "default")
+}
+
+func firstNonEmpty(vs ...string) string {
+	for _, v := range vs {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
 }

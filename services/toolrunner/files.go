@@ -167,6 +167,22 @@ type patchArgs struct {
 	ReplaceAll bool   `json:"replace_all"`
 }
 
+// patchLoose applies a patch whose old_string is not in the file as is but
+// matches one of findLoose's looser ways.
+func (s *Service) patchLoose(c *call, path, text string, a patchArgs) outcome {
+	m, found := findLoose(text, a.OldString, a.NewString)
+	switch {
+	case !found:
+		return failed(fmt.Errorf("old_string was not found in %s; read the file and copy the exact text, including whitespace and indentation", a.Path))
+	case len(m.ranges) > 1 && !a.ReplaceAll:
+		return failed(fmt.Errorf("old_string occurs %d times in %s (%s); include more surrounding lines to make it unique, or set replace_all to true", len(m.ranges), a.Path, m.how))
+	}
+	if err := writeText(path, m.apply(text)); err != nil {
+		return failed(fmt.Errorf("write %s: %w", a.Path, err))
+	}
+	return ok(fmt.Sprintf("replaced %d occurrence(s) in %s (matched %s)", len(m.ranges), c.ws.rel(path), m.how))
+}
+
 func (s *Service) patch(_ context.Context, c *call) outcome {
 	var a patchArgs
 	if err := decodeArgs(c.spec.Name, c.spec.Parameters, c.req.GetArguments(), &a); err != nil {
@@ -192,7 +208,7 @@ func (s *Service) patch(_ context.Context, c *call) outcome {
 	text := string(data)
 	switch n := strings.Count(text, a.OldString); {
 	case n == 0:
-		return failed(fmt.Errorf("old_string was not found in %s; read the file and copy the exact text, including whitespace and indentation", a.Path))
+		return s.patchLoose(c, path, text, a)
 	case n > 1 && !a.ReplaceAll:
 		return failed(fmt.Errorf("old_string occurs %d times in %s; include more surrounding lines to make it unique, or set replace_all to true", n, a.Path))
 	default:

@@ -23,12 +23,18 @@ func (s *Service) handle(ctx context.Context, msg jetstream.Msg) error {
 	if err := checkCall(req); err != nil {
 		return bus.Permanent(err)
 	}
-	done, err := s.answered(ctx, req)
-	if err != nil || done {
-		return err
+	_, err := s.runCall(ctx, req, deliveries(msg))
+	return err
+}
+
+// runCall runs req at most once: a call whose result is stored (a
+// redelivery, or an execute_code program run again) is answered from it.
+func (s *Service) runCall(ctx context.Context, req *heraldpb.ToolCallRequest, delivered uint64) (*heraldpb.ToolResult, error) {
+	if res, err := s.storedResult(ctx, req); err != nil || res != nil {
+		return res, err
 	}
 	start := time.Now()
-	c, early := s.prepare(ctx, req, deliveries(msg))
+	c, early := s.prepare(ctx, req, delivered)
 	o := early
 	if c != nil {
 		o = s.execute(ctx, c)
@@ -48,17 +54,23 @@ func checkCall(req *heraldpb.ToolCallRequest) error {
 	return nil
 }
 
-// answered reports whether the call already has a result: a redelivered
-// call is acknowledged, never run twice.
-func (s *Service) answered(ctx context.Context, req *heraldpb.ToolCallRequest) (bool, error) {
-	_, err := bus.LastOnSubject(ctx, s.deps.JS, bus.StreamToolResults, bus.ToolResult(req.GetSessionId(), req.GetCallId()))
+// storedResult is the call's result when it already has one.
+func (s *Service) storedResult(ctx context.Context, req *heraldpb.ToolCallRequest) (*heraldpb.ToolResult, error) {
+	m, err := bus.LastOnSubject(ctx, s.deps.JS, bus.StreamToolResults, bus.ToolResult(req.GetSessionId(), req.GetCallId()))
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return false, nil
+		return nil, nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("look up result of %s: %w", req.GetCallId(), err)
+		return nil, fmt.Errorf("look up result of %s: %w", req.GetCallId(), err)
 	}
-	return true, nil
+	res := &heraldpb.ToolResult{}
+	if err := bus.Decode(m.Data, res); err != nil {
+		// It exists, so the call ran: never again, whatever became of its bytes.
+		s.log.Warn().Err(err).Str("session_id", req.GetSessionId()).Str("call_id", req.GetCallId()).Msg("stored tool result unreadable")
+		return &heraldpb.ToolResult{CallId: req.GetCallId(), SessionId: req.GetSessionId(), Tool: req.GetTool(), IsError: true,
+			Status: statusUnknown, Content: "outcome unknown: this call's stored result cannot be read; check before re-running it"}, nil
+	}
+	return res, nil
 }
 
 func deliveries(msg jetstream.Msg) uint64 {
@@ -80,6 +92,9 @@ func (s *Service) prepare(ctx context.Context, req *heraldpb.ToolCallRequest, de
 			return nil, o
 		}
 	}
+	if o, refused := s.policyRefuses(ctx, req); refused {
+		return nil, o
+	}
 	if o, open := s.breakerOpen(ctx, req); open {
 		return nil, o
 	}
@@ -87,7 +102,7 @@ func (s *Service) prepare(ctx context.Context, req *heraldpb.ToolCallRequest, de
 	if err != nil {
 		return nil, failed(err)
 	}
-	return &call{req: req, spec: spec, run: t, ws: ws}, outcome{}
+	return &call{req: req, spec: spec, run: t, ws: ws, delivered: delivered}, outcome{}
 }
 
 // unknownOutcome answers a non-idempotent call that a runner began before it
@@ -131,7 +146,7 @@ func interrupted(c *call, err error) outcome {
 }
 
 // finish truncates, counts the outcome against the breaker and publishes it.
-func (s *Service) finish(ctx context.Context, req *heraldpb.ToolCallRequest, o outcome, took time.Duration) error {
+func (s *Service) finish(ctx context.Context, req *heraldpb.ToolCallRequest, o outcome, took time.Duration) (*heraldpb.ToolResult, error) {
 	if req.GetTool() != "terminal" {
 		o.content = truncateHeadTail(o.content, s.cfg.MaxResultChars)
 	}
@@ -141,10 +156,10 @@ func (s *Service) finish(ctx context.Context, req *heraldpb.ToolCallRequest, o o
 	defer cancel()
 	res := &heraldpb.ToolResult{CallId: req.GetCallId(), SessionId: req.GetSessionId(), Step: req.GetStep(),
 		Tool: req.GetTool(), Content: o.content, IsError: o.isError(), Status: o.status,
-		DurationMs: took.Milliseconds(), Runner: s.runner}
+		DurationMs: took.Milliseconds(), Runner: s.runner, CallDigest: callDigest(req)}
 	if err := bus.PublishProto(pctx, s.deps.JS, bus.ToolResult(req.GetSessionId(), req.GetCallId()),
 		req.GetSessionId()+":"+req.GetCallId(), res); err != nil {
-		return fmt.Errorf("publish result of %s: %w", req.GetCallId(), err)
+		return nil, fmt.Errorf("publish result of %s: %w", req.GetCallId(), err)
 	}
 	s.event(req, proto.EventToolFinished, o.status)
 	s.toolEvent(pctx, req, o, took)
@@ -152,5 +167,5 @@ func (s *Service) finish(ctx context.Context, req *heraldpb.ToolCallRequest, o o
 		s.log.Debug().Str("session_id", req.GetSessionId()).Str("call_id", req.GetCallId()).
 			Str("tool", req.GetTool()).Str("status", o.status).Msg("tool call failed")
 	}
-	return nil
+	return res, nil
 }

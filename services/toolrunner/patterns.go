@@ -26,6 +26,7 @@ type classification struct {
 // wrappers such as sudo, env, nohup and `bash -c`, so spacing, quoting and
 // chaining do not hide a dangerous command. The strictest verdict wins.
 func classifyCommand(command string) classification {
+	command = visibleCommand(command)
 	flat := normalizeCommand(command)
 	worst := classification{}
 	consider := func(c classification) {
@@ -34,6 +35,9 @@ func classifyCommand(command string) classification {
 		}
 	}
 	consider(classifyWhole(command, flat))
+	for _, part := range splitCommands(flat) {
+		consider(classifySudo(strings.Fields(part)))
+	}
 	for _, seg := range segments(flat) {
 		consider(classifySegment(seg))
 	}
@@ -51,11 +55,36 @@ func normalizeCommand(command string) string {
 
 var separators = regexp.MustCompile("&&|\\|\\||[;|&\n`(){}]|\\$\\(")
 
+// callBefore matches a word written right before a "(": a function call
+// such as print("shutdown") in an interpreter's code, whose argument is
+// not a command. Shell keywords before "(" (then(rm -rf /)) still open one.
+var callBefore = regexp.MustCompile(`([a-z0-9_.]+)$`)
+
+var shellKeywords = map[string]bool{"then": true, "do": true, "else": true, "elif": true, "if": true,
+	"while": true, "until": true, "time": true, "exec": true}
+
+// splitCommands splits a normalized line into simple commands at the
+// separators, except at a "(" that calls a function.
+func splitCommands(flat string) []string {
+	var parts []string
+	start := 0
+	for _, m := range separators.FindAllStringIndex(flat, -1) {
+		if flat[m[0]:m[1]] == "(" {
+			if w := callBefore.FindString(flat[:m[0]]); w != "" && !shellKeywords[w] {
+				continue
+			}
+		}
+		parts = append(parts, flat[start:m[0]])
+		start = m[1]
+	}
+	return append(parts, flat[start:])
+}
+
 // segments splits a normalized line into simple commands, each with its
 // leading wrappers removed.
 func segments(flat string) []string {
 	var out []string
-	for _, part := range separators.Split(flat, -1) {
+	for _, part := range splitCommands(flat) {
 		if seg := stripWrappers(strings.Fields(part)); len(seg) > 0 {
 			out = append(out, strings.Join(seg, " "))
 		}
@@ -66,7 +95,7 @@ func segments(flat string) []string {
 // wrappers run the command that follows them; their own flags are skipped.
 var wrappers = map[string]bool{"sudo": true, "doas": true, "env": true, "nohup": true, "nice": true,
 	"time": true, "command": true, "exec": true, "builtin": true, "xargs": true, "eval": true,
-	"timeout": true, "stdbuf": true, "ionice": true, "su": true}
+	"timeout": true, "stdbuf": true, "ionice": true, "su": true, "setsid": true}
 
 var shells = map[string]bool{"sh": true, "bash": true, "zsh": true, "dash": true, "ksh": true}
 
@@ -133,7 +162,8 @@ var segmentRules = append(rules(alwaysBlocked,
 	`^kill( -[a-z0-9]+)* (-- )?-1$`, "kills every process the user can signal",
 	`^chmod -r [0-7]*7[0-7]* /$`, "opens the whole filesystem to everyone",
 ), rules(needsApproval,
-	`^find .*(-delete|-exec rm)`, "deletes files recursively (find)",
+	`^find .*(-delete|-exec(dir)? (\S*/)?rm\b)`, "deletes files recursively (find)",
+	`^dd .*\bif=`+blockDevice, "copies a raw disk (dd from a block device)",
 	`^chmod .*(\b777\b|\b[0-7]?77[0-7]\b|a\+rwx|ugo\+rwx)`, "makes files writable by everyone (chmod 777)",
 	`^chown -r `, "changes ownership recursively",
 	`^git .*\breset .*--hard`, "discards uncommitted work (git reset --hard)",
@@ -157,9 +187,15 @@ var anywhereRules = rules(needsApproval,
 var deleteFrom = regexp.MustCompile(`\bdelete from\b`)
 var where = regexp.MustCompile(`\bwhere\b`)
 
+// harmless are the read-only forms of commands the rules flag.
+var harmless = regexp.MustCompile(`^killall (-l|-v|--list|--version)$`)
+
 func classifySegment(seg string) classification {
 	if c := classifyRm(strings.Fields(seg)); c.verdict != safeCommand {
 		return c
+	}
+	if harmless.MatchString(seg) {
+		return classification{}
 	}
 	worst := classification{}
 	for _, r := range append(segmentRules, anywhereRules...) {
@@ -178,7 +214,7 @@ func classifyRm(words []string) classification {
 	if len(words) == 0 || words[0] != "rm" {
 		return classification{}
 	}
-	recursive, root := false, false
+	recursive, root, system := false, false, ""
 	for _, w := range words[1:] {
 		switch {
 		case w == "--recursive" || w == "--no-preserve-root":
@@ -188,11 +224,15 @@ func classifyRm(words []string) classification {
 			recursive = true
 		case isRootTarget(w):
 			root = true
+		case isSystemTarget(w):
+			system = w
 		}
 	}
 	switch {
 	case recursive && root:
 		return classification{alwaysBlocked, "deletes the whole filesystem (rm -rf /)"}
+	case recursive && system != "":
+		return classification{alwaysBlocked, "deletes a system or home directory (rm -rf " + system + ")"}
 	case recursive:
 		return classification{needsApproval, "deletes files recursively (rm -r)"}
 	}
@@ -207,11 +247,18 @@ func isRootTarget(w string) bool {
 	return false
 }
 
+// systemDirs are directories whose recursive deletion is never allowed:
+// the system's own, and the home directory itself.
+var systemDirs = regexp.MustCompile(`^(/(home|root|etc|usr|var|bin|sbin|boot|lib)|~|\$home|\$\{home\})/?\*?$`)
+
+func isSystemTarget(w string) bool { return systemDirs.MatchString(w) }
+
 var (
 	pipeToShell   = regexp.MustCompile(`\b(curl|wget|fetch)\b[^;&]*\| ?(sudo )?(\S*/)?(ba|z|da|k)?sh\b`)
-	shellFromURL  = regexp.MustCompile(`\b(ba|z|da|k)?sh (-c )?(<\(|\$\() ?(curl|wget)\b`)
+	shellFromURL  = regexp.MustCompile(`\b(ba|z|da|k)?sh (-c )?(< ?)?(<\(|\$\() ?(curl|wget)\b`)
 	deviceWrite   = regexp.MustCompile(`>>? ?` + blockDevice)
 	systemWrite   = regexp.MustCompile(`(>>? ?|\btee (-a )?)/etc/`)
+	killByName    = regexp.MustCompile(`\bkill\b[^;&|]*(\$\(|` + "`" + `) ?pgrep\b`)
 	forkBombShape = regexp.MustCompile(`([a-z_:][a-z0-9_:]*)\(\)\{([a-z_:][a-z0-9_:]*)\|([a-z_:][a-z0-9_:]*)&\};([a-z_:][a-z0-9_:]*)`)
 )
 
@@ -228,8 +275,10 @@ func classifyWhole(raw, flat string) classification {
 		return classification{needsApproval, "runs a script downloaded from the network (curl | sh)"}
 	case systemWrite.MatchString(flat):
 		return classification{needsApproval, "overwrites system configuration under /etc"}
+	case killByName.MatchString(flat):
+		return classification{needsApproval, "kills processes found by name (kill $(pgrep …))"}
 	}
-	return classification{}
+	return classifyDestinations(flat)
 }
 
 func isForkBomb(raw string) bool {

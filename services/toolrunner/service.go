@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/heraldrun/herald/pkg/bus"
+	"github.com/heraldrun/herald/pkg/hooks"
 	"github.com/heraldrun/herald/pkg/service"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -23,6 +24,7 @@ type Service struct {
 	tools   map[string]tool
 	limits  *toolLimits
 	secrets secrets
+	hooks   *hooks.Client
 
 	mu      sync.Mutex
 	started bool
@@ -49,6 +51,7 @@ func New(cfg Config, deps service.Deps) (*Service, error) {
 	s := &Service{cfg: cfg, deps: deps, runner: runner,
 		log:    deps.Log.With().Str("service", "toolrunner").Str("runner", runner).Logger(),
 		limits: newToolLimits(cfg.ToolConcurrency), secrets: secretsOf(deps.Config)}
+	s.hooks = hooks.New(deps.NC, cfg.Hooks, s.log)
 	s.tools = s.builtinTools()
 	return s, nil
 }

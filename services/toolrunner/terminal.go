@@ -64,8 +64,9 @@ func (s *Service) terminalTimeout(c *call, asked *int) time.Duration {
 // runCommand runs command with bash in its own process group, so a timeout
 // (or the runner stopping) kills everything the command started, not just
 // the shell. It returns the combined output, the exit code (-1 when killed)
-// and context.DeadlineExceeded on a timeout.
-func runCommand(parent context.Context, dir, command string, env []string, timeout time.Duration, keep int) (string, int, error) {
+// and context.DeadlineExceeded on a timeout. opts adjust the process before
+// it starts (execute_code hands its program the pipes to the runner).
+func runCommand(parent context.Context, dir, command string, env []string, timeout time.Duration, keep int, opts ...func(*exec.Cmd)) (string, int, error) {
 	ctx, cancel := context.WithTimeout(parent, timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "bash", "-c", orphanGuard()+command)
@@ -79,6 +80,9 @@ func runCommand(parent context.Context, dir, command string, env []string, timeo
 	cmd.WaitDelay = 2 * time.Second
 	buf := newHeadTailBuffer(keep)
 	cmd.Stdout, cmd.Stderr = buf, buf
+	for _, o := range opts {
+		o(cmd)
+	}
 	err := cmd.Run()
 	// The shell may exit while a background child lives on in the group.
 	if cmd.Process != nil {

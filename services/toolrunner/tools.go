@@ -23,6 +23,9 @@ type call struct {
 	spec toolspec.Spec
 	run  tool
 	ws   workspace
+	// delivered counts the deliveries of the call's message (of its
+	// execute_code program's, for a call the program made).
+	delivered uint64
 }
 
 // outcome is what a tool produced; it becomes the ToolResult.
@@ -63,6 +66,7 @@ func (s *Service) builtinTools() map[string]tool {
 		"search_files": s.searchFiles,
 		"todo":         s.todo,
 		"clarify":      s.clarify,
+		"execute_code": s.executeCode,
 	}
 }
 

@@ -113,7 +113,7 @@ func requireKnownEnv(t *testing.T, where string, names []string, helpers map[str
 // natsUsers loads herald.conf with the real server and returns its users by name.
 func natsUsers(t *testing.T, file string) (*server.Options, map[string]*server.User) {
 	t.Helper()
-	for _, u := range append([]string{"admin", "client", "sys"}, serviceUsers...) {
+	for _, u := range append([]string{"admin", "client", "sys", "plugins"}, serviceUsers...) {
 		t.Setenv(passwordEnv(u), password(u))
 	}
 	opts, err := server.ProcessConfigFile(file)
@@ -151,7 +151,14 @@ func TestNATSConfigHasOneUserPerService(t *testing.T) {
 		require.Equal(t, password(name), u.Password, "user %s's password comes from %s", name, passwordEnv(name))
 	}
 	require.Equal(t, "SYS", users["sys"].Account.Name)
-	require.ElementsMatch(t, append([]string{"sys", "client", "admin"}, service.Names...), mapKeys(users), "no other users")
+	require.ElementsMatch(t, append([]string{"sys", "client", "admin", "plugins"}, service.Names...), mapKeys(users), "no other users")
+	plugins := users["plugins"].Permissions
+	require.Equal(t, password("plugins"), users["plugins"].Password)
+	require.Equal(t, []string{"herald.hooks.>"}, plugins.Subscribe.Allow, "plugins hear the hooks only")
+	require.Empty(t, plugins.Publish.Allow, "plugins publish nothing of their own")
+	require.Equal(t, []string{">"}, plugins.Publish.Deny)
+	require.NotNil(t, plugins.Response, "plugins may answer the requests they receive")
+	require.Equal(t, 1, plugins.Response.MaxMsgs, "one answer per request")
 	for _, name := range service.Names {
 		p := users[name].Permissions
 		require.NotNil(t, p, "service user %s is restricted", name)
@@ -188,7 +195,8 @@ func TestNATSConfigNamesOnlyRealStreamsAndSubjects(t *testing.T) {
 	for _, o := range bus.ObjectStores(1) {
 		streams["OBJ_"+o.Bucket] = []string{"$O." + o.Bucket + ".>"}
 	}
-	core := []string{bus.MemorySnapshotSubject, bus.ToolSpecsSubject, memory.SearchSubject, memory.RecallSubject}
+	core := []string{bus.MemorySnapshotSubject, bus.ToolSpecsSubject, memory.SearchSubject, memory.RecallSubject,
+		bus.HookOnSessionStart(), bus.HookPreLLMCall(), bus.HookPreAPIRequest(), bus.HookPostAPIRequest(), bus.HookPreToolCall()}
 	deadLetter := map[string]bool{"MEMORY_SNAPSHOT": true} // memory's core requests dead-letter here
 	for s := range streams {
 		deadLetter[s] = true

@@ -52,13 +52,13 @@ type secured struct {
 // passwords coming from the environment as they do in compose and k8s.
 func startSecured(t *testing.T) *secured {
 	t.Helper()
-	for _, u := range append([]string{"admin", "client", "sys"}, serviceUsers...) {
+	for _, u := range append([]string{"admin", "client", "sys", "plugins"}, serviceUsers...) {
 		t.Setenv(passwordEnv(u), password(u))
 	}
 	log := &heraldtest.SyncBuffer{}
 	srv, err := embedded.Start(embedded.Options{ConfigFile: natsConf, StoreDir: t.TempDir(), Listen: "127.0.0.1:0",
 		Log: zerolog.New(log).Level(zerolog.WarnLevel)})
-	require.NoError(t, err)
+	require.NoError(t, err, log.String())
 	t.Cleanup(srv.Shutdown)
 	u, err := url.Parse(srv.ClientURL())
 	require.NoError(t, err)
@@ -150,7 +150,7 @@ func shortCtx(t *testing.T) context.Context {
 
 func TestEveryUserNeedsItsPassword(t *testing.T) {
 	s := startSecured(t)
-	for _, u := range append([]string{"admin", "client"}, serviceUsers...) {
+	for _, u := range append([]string{"admin", "client", "plugins"}, serviceUsers...) {
 		nc, err := nats.Connect(s.url(u))
 		require.NoError(t, err, "user %s connects with its password", u)
 		nc.Close()

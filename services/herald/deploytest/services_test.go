@@ -69,6 +69,9 @@ func TestEveryServiceRunsUnderItsOwnUser(t *testing.T) {
 		startService(t, s, cfg, name)
 	}
 
+	// A plugin hears every hook and answers the requests.
+	hooksHeard := hookPlugin(t, s)
+
 	// A client submits the task and follows its events and result.
 	task := proto.Task{Prompt: taskPrompt, SessionID: "s-deploy", TaskID: "t-deploy"}
 	res, events := runTask(t, s, task)
@@ -132,6 +135,11 @@ func TestEveryServiceRunsUnderItsOwnUser(t *testing.T) {
 		info, err := cons.Info(ctx)
 		return err == nil && info.Delivered.Consumer >= 1 && info.NumAckPending == 0
 	}, 20*time.Second, 20*time.Millisecond, "the interrupt was not handled; server refused: %v", s.violations())
+
+	for _, subj := range []string{bus.HookOnSessionStart(), bus.HookPreLLMCall(), bus.HookPreAPIRequest(), bus.HookPostAPIRequest(), bus.HookPreToolCall()} {
+		require.Eventually(t, func() bool { return hooksHeard.has(subj) }, 5*time.Second, 10*time.Millisecond, "the plugin never heard %s", subj)
+	}
+	require.True(t, hooksHeard.answered.Load() >= 4, "the services got the plugin's answers to pre_llm_call and pre_tool_call")
 
 	requireNoDeadLetters(t, admin.js)
 	require.Empty(t, s.violations(), "no service needed a subject the config does not grant it")
@@ -240,4 +248,36 @@ func requireNoDeadLetters(t *testing.T, js jetstream.JetStream) {
 	info, err := st.Info(ctx)
 	require.NoError(t, err)
 	require.Zero(t, info.State.Msgs, "nothing was dead-lettered")
+}
+
+// The client user reads session state, as herald chat's /cost, /resume and
+// /sessions and run -c do against a cluster, and still cannot write it.
+func TestClientReadsButCannotWriteSessionState(t *testing.T) {
+	s := startSecured(t)
+	s.declared(t)
+	cfg := stackConfig(t, "")
+	for _, name := range service.Names {
+		if name != "accounting" {
+			startService(t, s, cfg, name)
+		}
+	}
+	task := proto.Task{Prompt: "hello", SessionID: "s-client-reads", TaskID: "t-client-reads"}
+	res, _ := runTask(t, s, task)
+	require.Equal(t, proto.ExitTextResponse, res.ExitReason)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	client := s.connect(t, "client")
+	st, err := loop.LoadSession(ctx, client.js, task.SessionID)
+	require.NoError(t, err, "server refused: %v", s.violations())
+	require.Equal(t, 1, st.Turn)
+	all, err := loop.ListSessions(ctx, client.js)
+	require.NoError(t, err, "server refused: %v", s.violations())
+	require.Len(t, all, 1)
+	require.Empty(t, s.violations(), "reading needed nothing the client is not granted")
+
+	kv, err := client.js.KeyValue(ctx, bus.BucketSessions)
+	require.NoError(t, err)
+	_, err = kv.Put(ctx, task.SessionID, []byte(`{}`))
+	require.Error(t, err, "the client cannot change a session's state")
 }

@@ -138,7 +138,7 @@ func TestLoopOverflowWithoutCompressionFails(t *testing.T) {
 		withConfig(func(c *config.Config) { c.Compression.Enabled = false }))
 	task := NewTask("too long")
 	res := h.Run(task)
-	require.Equal(t, proto.ExitAllRetriesExhausted, res.ExitReason)
+	require.Equal(t, proto.ExitFailed, res.ExitReason, "refused, and nothing was retried")
 	require.Contains(t, res.Error, "too long")
 }
 

@@ -43,8 +43,8 @@ func TestLoopEmptyAndThinkingOnlyRetryCounts(t *testing.T) {
 		reply    scripted.Reply
 		requests int
 	}{
-		{"truly empty: 3 retries then the fallback", scripted.Reply{}, 5},
-		{"thinking only: 2 prefill retries then the fallback", scripted.Reply{Reasoning: "let me think about it"}, 4},
+		{"truly empty: 3 retries, no fallback configured", scripted.Reply{}, 4},
+		{"thinking only: 2 prefill retries, no fallback configured", scripted.Reply{Reasoning: "let me think about it"}, 3},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

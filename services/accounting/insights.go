@@ -1,0 +1,221 @@
+package accounting
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+)
+
+// Insights is `herald insights`: where time and money went over a window,
+// read from the raw event tables (FINAL, so an event stored twice counts once).
+type Insights struct {
+	Since    string           `json:"since,omitempty"`
+	From     time.Time        `json:"from,omitzero"`
+	Models   []ModelInsight   `json:"models"`
+	Tools    []ToolInsight    `json:"tools"`
+	Sessions []SessionInsight `json:"sessions"`
+	Errors   []ErrorInsight   `json:"errors"`
+}
+
+// ModelInsight is one model's calls, most expensive first.
+type ModelInsight struct {
+	Model         string  `json:"model"`
+	Calls         uint64  `json:"calls"`
+	Errors        uint64  `json:"errors"`
+	InputTokens   uint64  `json:"input_tokens"`
+	OutputTokens  uint64  `json:"output_tokens"`
+	CostUSD       float64 `json:"cost_usd"`
+	MeanLatencyMs float64 `json:"mean_latency_ms"`
+}
+
+// ToolInsight is one tool's executions, most run first.
+type ToolInsight struct {
+	Tool          string  `json:"tool"`
+	Runs          uint64  `json:"runs"`
+	Failures      uint64  `json:"failures"`
+	MeanLatencyMs float64 `json:"mean_latency_ms"`
+	P95LatencyMs  float64 `json:"p95_latency_ms"`
+}
+
+// SessionInsight is one session's spend, most expensive first.
+type SessionInsight struct {
+	SessionID string  `json:"session_id"`
+	Tenant    string  `json:"tenant"`
+	Calls     uint64  `json:"calls"`
+	CostUSD   float64 `json:"cost_usd"`
+	Last      string  `json:"last"`
+}
+
+// ErrorInsight counts one class of failure: a provider error class, or a
+// tool status other than ok ("tool:timeout").
+type ErrorInsight struct {
+	Class string `json:"class"`
+	Count uint64 `json:"count"`
+}
+
+// insightRows bounds each list of the report.
+const insightRows = 10
+
+// QueryInsights reads the report for the last since (0: all time).
+func QueryInsights(ctx context.Context, dsn string, since time.Duration) (Insights, error) {
+	if dsn == "" {
+		return Insights{}, ErrNoDSN
+	}
+	if since < 0 {
+		return Insights{}, fmt.Errorf("%w: --since %s is negative", ErrBadQuery, since)
+	}
+	st, err := openExisting(ctx, dsn)
+	if err != nil {
+		return Insights{}, err
+	}
+	defer st.Close()
+	var in Insights
+	if since > 0 {
+		in.Since, in.From = windowName(since), time.Now().Add(-since).UTC().Truncate(time.Second)
+	}
+	for _, q := range []func(context.Context, *store, *Insights) error{insightModels, insightTools, insightSessions, insightErrors} {
+		if err := q(ctx, st, &in); err != nil {
+			return Insights{}, err
+		}
+	}
+	return in, nil
+}
+
+// windowName says a window in days when it is whole days ("7d").
+func windowName(d time.Duration) string {
+	if d%(24*time.Hour) == 0 {
+		return fmt.Sprintf("%dd", d/(24*time.Hour))
+	}
+	return d.String()
+}
+
+// from is the window's start as ClickHouse compares it (epoch 0: all time).
+func (in *Insights) from() time.Time {
+	if in.From.IsZero() {
+		return time.Unix(0, 0).UTC()
+	}
+	return in.From
+}
+
+func insightModels(ctx context.Context, st *store, in *Insights) error {
+	rows, err := st.conn.Query(ctx, `SELECT model, count(), countIf(status != 'ok'),
+		sum(input_tokens + cache_read_tokens + cache_write_tokens), sum(output_tokens), sum(cost_nano_usd), avg(latency_ms)
+		FROM usage_events FINAL WHERE ts >= ? GROUP BY model ORDER BY sum(cost_nano_usd) DESC, count() DESC LIMIT ?`,
+		in.from(), insightRows)
+	if err != nil {
+		return fmt.Errorf("insights: models: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var m ModelInsight
+		var nano uint64
+		if err := rows.Scan(&m.Model, &m.Calls, &m.Errors, &m.InputTokens, &m.OutputTokens, &nano, &m.MeanLatencyMs); err != nil {
+			return fmt.Errorf("insights: models: %w", err)
+		}
+		m.CostUSD = insightUSD(nano)
+		in.Models = append(in.Models, m)
+	}
+	return rows.Err()
+}
+
+func insightTools(ctx context.Context, st *store, in *Insights) error {
+	rows, err := st.conn.Query(ctx, `SELECT tool, count(), countIf(status != 'ok'), avg(duration_ms), toFloat64(quantile(0.95)(duration_ms))
+		FROM tool_events FINAL WHERE ts >= ? GROUP BY tool ORDER BY count() DESC, tool LIMIT ?`, in.from(), insightRows)
+	if err != nil {
+		return fmt.Errorf("insights: tools: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var t ToolInsight
+		if err := rows.Scan(&t.Tool, &t.Runs, &t.Failures, &t.MeanLatencyMs, &t.P95LatencyMs); err != nil {
+			return fmt.Errorf("insights: tools: %w", err)
+		}
+		in.Tools = append(in.Tools, t)
+	}
+	return rows.Err()
+}
+
+func insightSessions(ctx context.Context, st *store, in *Insights) error {
+	rows, err := st.conn.Query(ctx, `SELECT session_id, any(tenant), count(), sum(cost_nano_usd), max(ts)
+		FROM usage_events FINAL WHERE ts >= ? GROUP BY session_id ORDER BY sum(cost_nano_usd) DESC, max(ts) DESC LIMIT ?`,
+		in.from(), insightRows)
+	if err != nil {
+		return fmt.Errorf("insights: sessions: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var s SessionInsight
+		var nano uint64
+		var last time.Time
+		if err := rows.Scan(&s.SessionID, &s.Tenant, &s.Calls, &nano, &last); err != nil {
+			return fmt.Errorf("insights: sessions: %w", err)
+		}
+		s.CostUSD, s.Last = insightUSD(nano), last.UTC().Format(time.DateTime)
+		in.Sessions = append(in.Sessions, s)
+	}
+	return rows.Err()
+}
+
+func insightErrors(ctx context.Context, st *store, in *Insights) error {
+	rows, err := st.conn.Query(ctx, `SELECT class, n FROM (
+		SELECT if(error_class = '', 'unknown', error_class) AS class, count() AS n
+			FROM usage_events FINAL WHERE ts >= ? AND status != 'ok' GROUP BY class
+		UNION ALL
+		SELECT concat('tool:', status) AS class, count() AS n
+			FROM tool_events FINAL WHERE ts >= ? AND status != 'ok' GROUP BY class
+	) ORDER BY n DESC, class LIMIT ?`, in.from(), in.from(), insightRows)
+	if err != nil {
+		return fmt.Errorf("insights: errors: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var e ErrorInsight
+		if err := rows.Scan(&e.Class, &e.Count); err != nil {
+			return fmt.Errorf("insights: errors: %w", err)
+		}
+		in.Errors = append(in.Errors, e)
+	}
+	return rows.Err()
+}
+
+// WriteText prints the report as terminal tables.
+func (in Insights) WriteText(w io.Writer) error {
+	window := "all time"
+	if in.Since != "" {
+		window = "the last " + in.Since + " (since " + in.From.Format(time.DateTime) + " UTC)"
+	}
+	fmt.Fprintf(w, "Where time and money went, %s\n", window)
+	tw := tabwriter.NewWriter(w, 0, 2, 2, ' ', 0)
+	section(tw, "\nTop models", "MODEL\tCALLS\tERRORS\tTOKENS IN\tTOKENS OUT\tCOST USD\tMEAN LATENCY", len(in.Models))
+	for _, m := range in.Models {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%.6f\t%.0f ms\n", m.Model, m.Calls, m.Errors, m.InputTokens, m.OutputTokens, m.CostUSD, m.MeanLatencyMs)
+	}
+	section(tw, "\nTools", "TOOL\tRUNS\tFAILURES\tMEAN LATENCY\tP95 LATENCY", len(in.Tools))
+	for _, t := range in.Tools {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%.0f ms\t%.0f ms\n", t.Tool, t.Runs, t.Failures, t.MeanLatencyMs, t.P95LatencyMs)
+	}
+	section(tw, "\nSessions by cost", "SESSION\tTENANT\tCALLS\tCOST USD\tLAST CALL (UTC)", len(in.Sessions))
+	for _, s := range in.Sessions {
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%.6f\t%s\n", s.SessionID, s.Tenant, s.Calls, s.CostUSD, s.Last)
+	}
+	section(tw, "\nErrors", "CLASS\tCOUNT", len(in.Errors))
+	for _, e := range in.Errors {
+		fmt.Fprintf(tw, "%s\t%d\n", e.Class, e.Count)
+	}
+	return tw.Flush()
+}
+
+func section(w io.Writer, title, header string, n int) {
+	fmt.Fprintln(w, title)
+	if n == 0 {
+		fmt.Fprintln(w, "  (none)")
+		return
+	}
+	fmt.Fprintln(w, header)
+}
+
+// insightUSD converts nano-USD (kept apart from cost.go's helpers, which
+// change with the cost queries).
+func insightUSD(nano uint64) float64 { return float64(nano) / 1e9 }

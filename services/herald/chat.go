@@ -1,0 +1,317 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+
+	"github.com/google/uuid"
+	"github.com/heraldrun/herald/pkg/config"
+	"github.com/heraldrun/herald/proto"
+	"github.com/heraldrun/herald/services/herald/internal/app"
+	"github.com/heraldrun/herald/services/loop"
+	"github.com/peterh/liner"
+)
+
+// historyFile keeps the chat prompt's history under the data dir, so each
+// workspace has its own.
+const historyFile = "chat_history"
+
+const chatHelp = `Type a message and press Enter; the answer streams as it is written.
+  /help          this list
+  /new           start a fresh session
+  /resume ID     continue session ID (see /sessions)
+  /sessions      list the sessions
+  /cost          what this session has cost so far
+  /model NAME    use model NAME from the next turn on (no NAME: show it)
+  /retry         send your last message again
+  /exit          leave (Ctrl-D too)
+Ctrl-C stops the running turn (its unfinished answer is not kept); at the prompt it clears the line.
+`
+
+// chat is one interactive session of `herald chat`: turns are tasks in one
+// session, streamed by the same machinery as `herald run`.
+type chat struct {
+	rt    *runtime
+	cfg   config.Config
+	cio   cliIO
+	line  *liner.State
+	intr  chan os.Signal
+	flags runFlags
+
+	ctx        context.Context // the program's: ends on SIGTERM
+	sid        string
+	model      string
+	lastPrompt string
+}
+
+func cmdChat(ctx context.Context, args []string, cio cliIO) int {
+	fs := newFlagSet("chat", cio.err)
+	var f runFlags
+	f.register(fs)
+	fs.StringVar(&f.session, "session", "", "continue the session with this id")
+	fs.StringVar(&f.model, "model", "", "model to use (default: HERALD_MODEL or herald.yaml)")
+	fs.StringVar(&f.tenant, "tenant", "", "tenant the costs are charged to")
+	fs.StringVar(&f.workspace, "workspace", "", "folder under the workspace root the tools work in")
+	fs.StringVar(&f.pool, "pool", "", "tool-runner pool to run the tools on")
+	fs.BoolVar(&f.yes, "yes", false, "approve dangerous commands without asking")
+	f.registerContinue(fs)
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		return flagExit(err)
+	}
+	if len(pos) > 0 {
+		fmt.Fprintln(cio.err, `herald chat takes no PROMPT: type it at the prompt (or use herald run "PROMPT")`)
+		return exitUsage
+	}
+	if f.cont && f.session != "" || f.session != "" && !proto.IsToken(f.session) {
+		fmt.Fprintln(cio.err, "herald chat: give one of --session ID (letters, digits, '-', '_') or -c/--continue")
+		return exitUsage
+	}
+	cfg, err := f.load()
+	if err != nil {
+		fmt.Fprintln(cio.err, "herald chat:", err)
+		return exitUsage
+	}
+	if f.tenant != "" {
+		cfg.Tenant = f.tenant
+	}
+	rt, err := openRuntime(ctx, cfg, f.logger(cio.err, "warn"))
+	if err != nil {
+		fmt.Fprintln(cio.err, "herald chat:", err)
+		return exitFail
+	}
+	defer rt.close()
+	c := &chat{rt: rt, cfg: cfg, cio: cio, flags: f, sid: f.session, model: f.model}
+	if f.cont {
+		if c.sid, err = lastSession(ctx, rt.js, f.workspace); err != nil {
+			fmt.Fprintln(cio.err, "herald chat:", err)
+			return exitFail
+		}
+	}
+	if c.sid == "" {
+		c.sid = newSessionID()
+	}
+	return c.run(ctx)
+}
+
+func newSessionID() string { return "s-" + uuid.NewString() }
+
+func (c *chat) run(ctx context.Context) int {
+	c.line = liner.NewLiner()
+	defer c.line.Close()
+	c.line.SetCtrlCAborts(true)
+	c.loadHistory()
+	defer c.saveHistory()
+	c.intr = make(chan os.Signal, 1)
+	signal.Notify(c.intr, os.Interrupt)
+	defer signal.Stop(c.intr)
+
+	where := "in-process"
+	if c.rt.app == nil {
+		where = "NATS at " + app.RedactURL(c.cfg.NATSURL)
+	}
+	fmt.Fprintf(c.cio.err, "herald chat · session %s · model %s · %s · /help for commands\n", c.sid, c.modelName(), where)
+	c.ctx = ctx
+	for ctx.Err() == nil {
+		text, err := c.readLine("› ")
+		if errors.Is(err, liner.ErrPromptAborted) {
+			fmt.Fprintln(c.cio.err, "(Ctrl-D or /exit leaves)")
+			continue
+		}
+		if err != nil { // io.EOF: Ctrl-D or the end of piped input
+			fmt.Fprintln(c.cio.err)
+			return exitOK
+		}
+		text = strings.TrimSpace(text)
+		if text == "" {
+			continue
+		}
+		c.line.AppendHistory(text)
+		if strings.HasPrefix(text, "/") {
+			if c.command(ctx, text) {
+				return exitOK
+			}
+			continue
+		}
+		c.turn(ctx, text)
+	}
+	return exitOK
+}
+
+// turn sends one message and streams the answer; Ctrl-C stops it.
+func (c *chat) turn(ctx context.Context, prompt string) {
+	c.lastPrompt = prompt
+	turnCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	select { // a Ctrl-C pressed before this turn is not meant for it
+	case <-c.intr:
+	default:
+	}
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		select {
+		case <-c.intr:
+			cancel()
+		case <-stop:
+		}
+	}()
+	f := c.flags
+	task := proto.Task{Prompt: prompt, SessionID: c.sid, TaskID: "t-" + uuid.NewString(), Model: c.model,
+		Tenant: c.cfg.Tenant, Workspace: f.workspace, Pool: f.pool, Yes: f.yes}
+	s := &stream{nc: c.rt.nc, js: c.rt.js, cio: c.cio, yes: f.yes, task: task, ask: c.ask}
+	res, err := s.run(turnCtx)
+	if err != nil {
+		fmt.Fprintln(c.cio.err, "error:", err)
+		return
+	}
+	c.report(res)
+}
+
+func (c *chat) report(res proto.Result) {
+	if res.ExitReason == proto.ExitInterrupted {
+		fmt.Fprintln(c.cio.err, "⏹ interrupted: the unfinished answer is not kept; /retry sends your message again")
+		return
+	}
+	u := res.Usage
+	fmt.Fprintf(c.cio.err, "  — %s · %d API calls · tokens in %d out %d · $%.6f\n",
+		res.ExitReason, res.APICalls, u.InputTokens+u.CacheReadTokens+u.CacheWriteTokens, u.OutputTokens, res.CostUSD)
+	if res.Error != "" {
+		fmt.Fprintln(c.cio.err, "  error:", res.Error)
+	}
+}
+
+// ask reads the answer to an approval or clarify prompt on the chat line.
+func (c *chat) ask(prompt string) (string, bool) {
+	text, err := c.readLine(prompt)
+	if err != nil {
+		return "", false
+	}
+	return strings.TrimSpace(text), true
+}
+
+// readLine shows prompt and reads a line; it gives up when the program is
+// told to stop (SIGTERM), which a read from the terminal does not notice.
+// The program then ends, so the abandoned read is never raced by another.
+func (c *chat) readLine(prompt string) (string, error) {
+	type line struct {
+		text string
+		err  error
+	}
+	got := make(chan line, 1)
+	go func() {
+		text, err := c.line.Prompt(prompt)
+		got <- line{text, err}
+	}()
+	select {
+	case l := <-got:
+		return l.text, l.err
+	case <-c.ctx.Done():
+		return "", c.ctx.Err()
+	}
+}
+
+func (c *chat) modelName() string {
+	if c.model != "" {
+		return c.model
+	}
+	return c.cfg.Primary.Model
+}
+
+// command runs a slash command; it reports whether the chat should end.
+func (c *chat) command(ctx context.Context, text string) bool {
+	name, arg, _ := strings.Cut(text, " ")
+	arg = strings.TrimSpace(arg)
+	out := c.cio.err
+	switch name {
+	case "/exit", "/quit":
+		return true
+	case "/help":
+		fmt.Fprint(out, chatHelp)
+	case "/new":
+		c.sid, c.lastPrompt = newSessionID(), ""
+		fmt.Fprintf(out, "new session %s\n", c.sid)
+	case "/resume":
+		c.resume(ctx, arg)
+	case "/sessions":
+		if err := listSessions(ctx, c.rt.js, c.cio, false); err != nil {
+			fmt.Fprintln(out, "error:", err)
+		}
+	case "/cost":
+		c.cost(ctx)
+	case "/model":
+		if arg != "" {
+			c.model = arg
+		}
+		fmt.Fprintf(out, "model %s\n", c.modelName())
+	case "/retry":
+		if c.lastPrompt == "" {
+			fmt.Fprintln(out, "nothing to retry yet")
+			return false
+		}
+		fmt.Fprintf(out, "retrying: %s\n", shorten(c.lastPrompt, 80))
+		c.turn(ctx, c.lastPrompt)
+	default:
+		fmt.Fprintf(out, "unknown command %s; /help lists them\n", name)
+	}
+	return false
+}
+
+func (c *chat) resume(ctx context.Context, id string) {
+	out := c.cio.err
+	if id == "" || !proto.IsToken(id) {
+		fmt.Fprintln(out, "usage: /resume ID (see /sessions)")
+		return
+	}
+	st, err := loop.LoadSession(ctx, c.rt.js, id)
+	if errors.Is(err, loop.ErrNoSession) {
+		fmt.Fprintf(out, "no session %s (see /sessions)\n", id)
+		return
+	}
+	if err != nil {
+		fmt.Fprintln(out, "error:", err)
+		return
+	}
+	c.sid, c.lastPrompt = id, ""
+	fmt.Fprintf(out, "resumed session %s · %d turns · model %s · $%.6f so far\n", id, st.Turn, st.Model, st.SessionCostUSD)
+}
+
+func (c *chat) cost(ctx context.Context) {
+	st, err := loop.LoadSession(ctx, c.rt.js, c.sid)
+	switch {
+	case errors.Is(err, loop.ErrNoSession):
+		fmt.Fprintf(c.cio.err, "session %s: $0.000000 so far (no turn yet)\n", c.sid)
+	case err != nil:
+		fmt.Fprintln(c.cio.err, "error:", err)
+	default:
+		fmt.Fprintf(c.cio.err, "session %s: $%.6f so far over %d turns\n", c.sid, st.SessionCostUSD, st.Turn)
+	}
+}
+
+func (c *chat) historyPath() string { return filepath.Join(c.cfg.DataDir, historyFile) }
+
+func (c *chat) loadHistory() {
+	f, err := os.Open(c.historyPath())
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	_, _ = c.line.ReadHistory(f)
+}
+
+func (c *chat) saveHistory() {
+	if err := os.MkdirAll(c.cfg.DataDir, 0o755); err != nil {
+		return
+	}
+	f, err := os.OpenFile(c.historyPath(), os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	_, _ = c.line.WriteHistory(f)
+}
