@@ -10,6 +10,7 @@ import (
 	"github.com/heraldrun/herald/proto"
 	"github.com/heraldrun/herald/proto/heraldpb"
 	"github.com/nats-io/nats.go/jetstream"
+	gproto "google.golang.org/protobuf/proto"
 )
 
 // A model request refers to the session's transcript instead of carrying
@@ -20,26 +21,41 @@ import (
 // session was evicted) reads it from the SESSIONS stream once. Both parts
 // are checked against the chain hashes before the model sees them.
 
-// maxCachedHistories bounds the histories kept, one per session log.
-const maxCachedHistories = 1024
+// The histories kept, one per session log, are bounded in number and in
+// the bytes of their messages (as protobuf).
+const (
+	maxCachedHistories    = 1024
+	maxCachedHistoryBytes = 256 << 20
+)
 
 // histories rebuilds the history a request refers to.
 type histories struct {
 	js jetstream.JetStream
 
+	maxLogs, maxBytes int
+
 	mu    sync.Mutex
 	cache map[string]*logHistory
+	bytes int // of every cached history
 }
 
-// logHistory is the start of a session log: its messages and the chain hash
-// through each. Neither slice is ever changed once cached.
+// logHistory is the start of a session log: its messages, the chain hash
+// through each and the bytes up to each. No slice is changed once cached.
 type logHistory struct {
 	msgs   []*heraldpb.ChatMessage
 	chains []uint64
+	sizes  []int // sizes[i]: bytes of msgs[0..i]
+}
+
+func (c *logHistory) size() int {
+	if len(c.sizes) == 0 {
+		return 0
+	}
+	return c.sizes[len(c.sizes)-1]
 }
 
 func newHistories(js jetstream.JetStream) *histories {
-	return &histories{js: js, cache: map[string]*logHistory{}}
+	return &histories{js: js, maxLogs: maxCachedHistories, maxBytes: maxCachedHistoryBytes, cache: map[string]*logHistory{}}
 }
 
 // resolve puts the history req refers to before its messages, so the rest
@@ -62,19 +78,24 @@ func (h *histories) resolve(ctx context.Context, req *heraldpb.LLMRequest) error
 	}
 	n := from + len(ref.GetEntries())
 	msgs := make([]*heraldpb.ChatMessage, n, n+len(req.GetMessages()))
-	chains := make([]uint64, n)
+	chains, sizes := make([]uint64, n), make([]int, n)
 	copy(msgs, start.msgs[:from])
 	copy(chains, start.chains[:from])
-	chain := ref.GetFromChain()
+	copy(sizes, start.sizes[:from])
+	chain, size := ref.GetFromChain(), 0
+	if from > 0 {
+		size = sizes[from-1]
+	}
 	for i, m := range ref.GetEntries() {
 		chain = transcript.Chain(chain, m)
-		msgs[from+i], chains[from+i] = m, chain
+		size += gproto.Size(m)
+		msgs[from+i], chains[from+i], sizes[from+i] = m, chain, size
 	}
 	if chain != ref.GetChain() {
 		return bus.Permanent(fmt.Errorf("LLM request %s: the history entries it carries do not match their chain (log %s, messages %d to %d)",
 			req.GetRequestId(), ref.GetLogId(), from, n-1))
 	}
-	h.remember(ref.GetLogId(), &logHistory{msgs: msgs[:n:n], chains: chains})
+	h.remember(ref.GetLogId(), &logHistory{msgs: msgs[:n:n], chains: chains, sizes: sizes})
 	req.Messages = append(msgs, req.GetMessages()...)
 	req.History = nil
 	return nil
@@ -97,13 +118,14 @@ func (h *histories) start(ctx context.Context, log string, n int, chain uint64) 
 	if err != nil {
 		return nil, err // not stored yet, or the server is away: redelivered later
 	}
-	out := &logHistory{msgs: make([]*heraldpb.ChatMessage, n), chains: make([]uint64, n)}
-	prev := uint64(0)
+	out := &logHistory{msgs: make([]*heraldpb.ChatMessage, n), chains: make([]uint64, n), sizes: make([]int, n)}
+	prev, size := uint64(0), 0
 	for i, e := range entries {
 		if e.GetMessage() == nil || transcript.Chain(prev, e.GetMessage()) != e.GetChain() {
 			return nil, bus.Permanent(fmt.Errorf("transcript %s: entry %d does not match its chain", log, i))
 		}
-		out.msgs[i], out.chains[i], prev = e.GetMessage(), e.GetChain(), e.GetChain()
+		size += gproto.Size(e.GetMessage())
+		out.msgs[i], out.chains[i], out.sizes[i], prev = e.GetMessage(), e.GetChain(), size, e.GetChain()
 	}
 	if prev != chain {
 		return nil, bus.Permanent(fmt.Errorf("transcript %s: its first %d messages are not the ones the request refers to", log, n))
@@ -111,14 +133,25 @@ func (h *histories) start(ctx context.Context, log string, n int, chain uint64) 
 	return out, nil
 }
 
+// remember keeps c as log's history, evicting others (any) to stay within
+// the bounds; a history larger than the byte bound is not kept.
 func (h *histories) remember(log string, c *logHistory) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if _, ok := h.cache[log]; !ok && len(h.cache) >= maxCachedHistories {
-		for k := range h.cache {
-			delete(h.cache, k)
+	if old, ok := h.cache[log]; ok {
+		h.bytes -= old.size()
+		delete(h.cache, log)
+	}
+	if c.size() > h.maxBytes {
+		return
+	}
+	for k, old := range h.cache {
+		if len(h.cache) < h.maxLogs && h.bytes+c.size() <= h.maxBytes {
 			break
 		}
+		h.bytes -= old.size()
+		delete(h.cache, k)
 	}
 	h.cache[log] = c
+	h.bytes += c.size()
 }

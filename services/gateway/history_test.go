@@ -105,3 +105,34 @@ func TestHistoryThatDoesNotMatchItsChainIsDeadLettered(t *testing.T) {
 	require.Contains(t, reasons, "are not the ones the request refers to")
 	require.Equal(t, 1, r.model.Calls(), "no unverifiable history reached the model")
 }
+
+// The histories a gateway keeps stay within their bounds: a history over
+// the byte bound is not kept, and keeping one evicts others as needed.
+func TestKeptHistoriesStayWithinTheirBounds(t *testing.T) {
+	h := newHistories(nil)
+	h.maxLogs, h.maxBytes = 3, 1000
+	kept := func(size int) *logHistory {
+		return &logHistory{msgs: []*heraldpb.ChatMessage{{}}, chains: []uint64{1}, sizes: []int{size}}
+	}
+	for i, log := range []string{"a", "b", "c", "d"} {
+		h.remember(log, kept(100+i))
+	}
+	require.Len(t, h.cache, 3, "at most maxLogs logs")
+	h.remember("big", kept(1001))
+	require.NotContains(t, h.cache, "big", "a history over the byte bound is not kept")
+	h.remember("e", kept(900))
+	require.Contains(t, h.cache, "e")
+	total := 0
+	for _, c := range h.cache {
+		total += c.size()
+	}
+	require.LessOrEqual(t, total, 1000)
+	require.Equal(t, total, h.bytes)
+	h.remember("e", kept(50))
+	require.Equal(t, h.cache["e"].size(), 50, "a log's newer history replaces its older one")
+	total = 0
+	for _, c := range h.cache {
+		total += c.size()
+	}
+	require.Equal(t, total, h.bytes)
+}
