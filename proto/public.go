@@ -25,6 +25,9 @@ type Task struct {
 	ParentSessionID string `json:"parent_session_id,omitempty"`
 	// Yes pre-approves dangerous commands for this task (herald run --yes).
 	Yes bool `json:"yes,omitempty"`
+	// BoundTenant is the tenant the task's subject (herald.tasks.<tenant>)
+	// binds it to, set by the loop; a body cannot set it.
+	BoundTenant string `json:"-"`
 }
 
 // ErrInvalidTask is wrapped by every DecodeTask error.
@@ -136,6 +139,10 @@ type Event struct {
 	Choices   []string `json:"choices,omitempty"`
 	RequestID string   `json:"request_id,omitempty"`
 	Result    *Result  `json:"result,omitempty"`
+	// BoundTenant, set by publishers for a session bound to a tenant
+	// (herald.tasks.<tenant>), also publishes the event on
+	// herald.tenant.<tenant>.session.<sid>.events; it is not part of the JSON.
+	BoundTenant string `json:"-"`
 }
 
 // Usage is the token breakdown of the public result.

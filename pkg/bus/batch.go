@@ -70,7 +70,7 @@ func (b *Batch) Add(ctx context.Context, subject, id string, data []byte) {
 	if id != "" {
 		opts = append(opts, jetstream.WithMsgID(id))
 	}
-	ack, err := b.js.PublishMsgAsync(NewMsg(subject, data), opts...)
+	ack, err := b.js.PublishMsgAsync(NewTracedMsg(ctx, subject, data), opts...)
 	if err != nil {
 		b.fail(fmt.Errorf("publish %s: %w", subject, err))
 		return

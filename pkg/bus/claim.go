@@ -97,7 +97,7 @@ func publishClaim(ctx context.Context, js jetstream.JetStream, subject, id strin
 	if _, err := obj.PutBytes(ctx, name, data); err != nil {
 		return fmt.Errorf("store %d-byte payload for %s: %w", len(data), subject, err)
 	}
-	m := nats.NewMsg(subject)
+	m := NewTracedMsg(ctx, subject, nil)
 	m.Header.Set(HeaderClaim, name)
 	m.Header.Set(HeaderClaimStore, store)
 	var opts []jetstream.PublishOpt

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/heraldrun/herald/pkg/telemetry"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 )
@@ -92,6 +93,7 @@ type Worker struct {
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
 	once     sync.Once
+	unwatch  func()
 }
 
 // StartWorker creates (or binds to) the durable consumer and starts handling
@@ -109,6 +111,7 @@ func StartWorker(ctx context.Context, js jetstream.JetStream, spec ConsumerSpec,
 	for range spec.Concurrency {
 		w.idle <- struct{}{}
 	}
+	w.unwatch = telemetry.WatchConsumer(spec.Stream, spec.Durable, backlog(cons))
 	for range min(spec.Concurrency, pullers) {
 		// Short pulls with frequent heartbeats notice a restarted or
 		// failed-over server within seconds rather than the client's
@@ -169,7 +172,7 @@ func (w *Worker) pullFailed(err error) {
 
 func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
 	stop := w.keepAlive(msg)
-	err := w.call(ctx, msg)
+	err := w.call(telemetry.Extract(ctx, msg.Headers()), msg)
 	stop()
 	if err == nil {
 		if ackErr := msg.DoubleAck(ctx); ackErr != nil {
@@ -258,6 +261,7 @@ func (w *Worker) Stop(ctx context.Context) error {
 		return nil
 	}
 	w.once.Do(func() {
+		w.unwatch()
 		close(w.stopping)
 		for _, iter := range w.pulls {
 			iter.Drain()

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/heraldrun/herald/pkg/telemetry"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -48,6 +49,7 @@ func DeadLetter(ctx context.Context, js jetstream.JetStream, msg jetstream.Msg, 
 	if _, err := js.PublishMsg(ctx, dl, jetstream.WithMsgID(id)); err != nil {
 		return fmt.Errorf("dead-letter %s: %w", msg.Subject(), err)
 	}
+	telemetry.DeadLettered(meta.Stream)
 	return msg.Term()
 }
 
@@ -62,6 +64,9 @@ func DeadLetterRaw(ctx context.Context, js jetstream.JetStream, stream, subject 
 	dl.Header.Set(HeaderError, reason)
 	dl.Header.Set(HeaderSubject, subject)
 	dl.Header.Set(HeaderStream, stream)
-	_, err := js.PublishMsg(ctx, dl)
-	return err
+	if _, err := js.PublishMsg(ctx, dl); err != nil {
+		return err
+	}
+	telemetry.DeadLettered(stream)
+	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/heraldrun/herald/pkg/telemetry"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/protobuf/proto"
@@ -39,7 +40,7 @@ func Publish(ctx context.Context, js jetstream.JetStream, subject, id string, da
 	if id != "" {
 		opts = append(opts, jetstream.WithMsgID(id))
 	}
-	if _, err := js.Publish(ctx, subject, data, opts...); err != nil {
+	if _, err := js.PublishMsg(ctx, NewTracedMsg(ctx, subject, data), opts...); err != nil {
 		return fmt.Errorf("publish %s: %w", subject, err)
 	}
 	return nil
@@ -126,5 +127,13 @@ func lastOnSubject(ctx context.Context, js jetstream.JetStream, stream, subject 
 func NewMsg(subject string, data []byte) *nats.Msg {
 	m := nats.NewMsg(subject)
 	m.Data = data
+	return m
+}
+
+// NewTracedMsg is NewMsg carrying ctx's trace context (W3C traceparent) in
+// its headers, so the consumer's work joins the publisher's trace.
+func NewTracedMsg(ctx context.Context, subject string, data []byte) *nats.Msg {
+	m := NewMsg(subject, data)
+	telemetry.Inject(ctx, m.Header)
 	return m
 }

@@ -73,10 +73,11 @@ func Streams(replicas int) []jetstream.StreamConfig {
 	toolEvents := s(StreamToolEvents, []string{"herald.toolevents.>"}, jetstream.WorkQueuePolicy, 0)
 	toolEvents.MaxBytes, toolEvents.Discard = UsageStreamBytes, jetstream.DiscardNew
 	return []jetstream.StreamConfig{
-		s(StreamTasks, []string{TasksSubject}, jetstream.WorkQueuePolicy, 0),
-		s(StreamSessions, []string{"herald.session.*.log", "herald.session.*.result"}, jetstream.LimitsPolicy, 0),
-		s(StreamEvents, []string{"herald.session.*.events"}, jetstream.LimitsPolicy, day),
-		s(StreamControl, []string{"herald.session.*.interrupt", "herald.session.*.input"}, jetstream.LimitsPolicy, day),
+		s(StreamTasks, []string{TasksSubject, TenantTasksFilter}, jetstream.WorkQueuePolicy, 0),
+		s(StreamSessions, []string{"herald.session.*.log", "herald.session.*.result", tenantPrefix + "*.session.*.result"}, jetstream.LimitsPolicy, 0),
+		s(StreamEvents, []string{"herald.session.*.events", tenantPrefix + "*.session.*.events"}, jetstream.LimitsPolicy, day),
+		s(StreamControl, []string{"herald.session.*.interrupt", "herald.session.*.input",
+			tenantPrefix + "*.session.*.interrupt", tenantPrefix + "*.session.*.input"}, jetstream.LimitsPolicy, day),
 		s(StreamLLMRequests, []string{"herald.llm.request.>"}, jetstream.WorkQueuePolicy, 0),
 		s(StreamLLMResponses, []string{"herald.llm.response.>"}, jetstream.LimitsPolicy, 7*day),
 		s(StreamToolCalls, []string{"herald.tool.call.>", "herald.memory.call.>"}, jetstream.WorkQueuePolicy, 0),

@@ -3,6 +3,7 @@ package bus
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"strings"
 
 	"github.com/heraldrun/herald/proto"
 )
@@ -38,6 +39,56 @@ const (
 // DefaultPool is the tool-runner pool of tasks that name none.
 const DefaultPool = "default"
 
+// Tenant-bound tasks and sessions (issue 15): a task published on
+// herald.tasks.<tenant> belongs to that tenant, and its session's events and
+// results are also published under herald.tenant.<tenant>., so NATS
+// permissions can confine a tenant's user to its own sessions.
+const (
+	TenantTasksFilter = TasksSubject + ".*"
+	tenantPrefix      = "herald.tenant."
+)
+
+func TenantTasks(tenant string) string { return TasksSubject + "." + tenant }
+func TenantSessionEvents(tenant, sid string) string {
+	return tenantPrefix + tenant + ".session." + sid + ".events"
+}
+func TenantSessionResult(tenant, sid string) string {
+	return tenantPrefix + tenant + ".session." + sid + ".result"
+}
+
+// TenantSessionInterrupt and TenantSessionInput are a tenant's own ways to
+// stop its session's turn and answer its questions; the loop and the tool
+// runner act on them only for a session bound to that tenant.
+func TenantSessionInterrupt(tenant, sid string) string {
+	return tenantPrefix + tenant + ".session." + sid + ".interrupt"
+}
+func TenantSessionInput(tenant, sid string) string {
+	return tenantPrefix + tenant + ".session." + sid + ".input"
+}
+
+// InterruptFilters are the subjects of every interrupt, a tenant's included.
+var InterruptFilters = []string{"herald.session.*.interrupt", tenantPrefix + "*.session.*.interrupt"}
+
+// InterruptedSession reads an interrupt's subject: the session and, for a
+// tenant's interrupt, the tenant it claims the session for.
+func InterruptedSession(subject string) (sid, tenant string, ok bool) {
+	p := strings.Split(subject, ".")
+	switch {
+	case len(p) == 4 && p[0] == "herald" && p[1] == "session" && p[3] == "interrupt":
+		return p[2], "", proto.IsToken(p[2])
+	case len(p) == 6 && p[0] == "herald" && p[1] == "tenant" && p[3] == "session" && p[5] == "interrupt":
+		return p[4], p[2], proto.IsToken(p[4]) && proto.IsToken(p[2])
+	}
+	return "", "", false
+}
+
+// TaskTenant is the tenant a task subject binds its task to; ok is false
+// for herald.tasks, whose tasks name their tenant in the body.
+func TaskTenant(subject string) (tenant string, ok bool) {
+	tenant, ok = strings.CutPrefix(subject, TasksSubject+".")
+	return tenant, ok && proto.IsToken(tenant)
+}
+
 func SessionEvents(sid string) string    { return "herald.session." + sid + ".events" }
 func SessionResult(sid string) string    { return "herald.session." + sid + ".result" }
 func SessionInterrupt(sid string) string { return "herald.session." + sid + ".interrupt" }
@@ -65,4 +116,30 @@ func Token(s string) string {
 	}
 	sum := sha256.Sum256([]byte(s))
 	return "h" + hex.EncodeToString(sum[:12])
+}
+
+// TenantsFolder holds, under the tool runner's workspace root, the
+// workspaces of tenant-bound sessions: tenants/<tenant>/<the task's workspace>.
+const TenantsFolder = "tenants"
+
+// TenantWorkspace is the workspace, under the runner's root, of a task of
+// a tenant-bound session.
+func TenantWorkspace(tenant, workspace string) string {
+	if workspace == "" {
+		return TenantsFolder + "/" + tenant
+	}
+	return TenantsFolder + "/" + tenant + "/" + workspace
+}
+
+// WorkspaceTenant is the tenant a tool call's session is bound to, read
+// from its workspace; "" for a session bound to none. Only the loop, which
+// refuses the tenants folder to unbound tasks, composes workspaces.
+func WorkspaceTenant(tenant, workspace string) string {
+	if tenant == "" || !proto.IsToken(tenant) {
+		return ""
+	}
+	if w := TenantWorkspace(tenant, ""); workspace == w || strings.HasPrefix(workspace, w+"/") {
+		return tenant
+	}
+	return ""
 }

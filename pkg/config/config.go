@@ -140,6 +140,7 @@ type Config struct {
 	ToolOutput     ToolOutput           `yaml:"tool_output"`
 	Retry          Retry                `yaml:"retry"`
 	MCPServers     map[string]MCPServer `yaml:"mcp_servers"`
+	Sandbox        Sandbox              `yaml:"sandbox"`
 	Tenant         string               `yaml:"tenant"`
 	// DashboardToken protects the dashboard when it listens beyond loopback.
 	DashboardToken string `yaml:"dashboard_token"`
@@ -171,6 +172,7 @@ func Default() Config {
 			RateBaseDelay: 5 * time.Second, RateMaxDelay: 120 * time.Second, CallTimeout: 10 * time.Minute},
 		Tenant:   "default",
 		Replicas: 1,
+		Sandbox:  DefaultSandbox(),
 	}
 }
 
@@ -259,6 +261,7 @@ func (c *Config) applyEnv(getenv func(string) string) {
 	set(&c.Primary.BaseURL, "HERALD_BASE_URL")
 	set(&c.Primary.APIMode, "HERALD_API_MODE")
 	set(&c.DashboardToken, "HERALD_DASHBOARD_TOKEN")
+	set(&c.Sandbox.Mode, "HERALD_SANDBOX")
 	c.Primary.APIKey = ResolveKey(c.Primary, getenv, true)
 	for i := range c.FallbackProviders {
 		c.FallbackProviders[i].APIKey = ResolveKey(c.FallbackProviders[i], getenv, false)
@@ -307,6 +310,9 @@ func (c Config) Validate() error {
 	case "manual", "off", "deny":
 	default:
 		errs = append(errs, fmt.Errorf("approvals.mode must be manual, off or deny, got %q", c.Approvals.Mode))
+	}
+	if err := c.Sandbox.Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	check(c.Hooks.PreToolCall == "" || c.Hooks.PreToolCall == "optional" || c.Hooks.PreToolCall == HookRequired,
 		"hooks.pre_tool_call must be optional or required, got %q", c.Hooks.PreToolCall)

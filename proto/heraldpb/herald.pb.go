@@ -342,7 +342,10 @@ type LLMRequest struct {
 	Turn           int32 `protobuf:"varint,17,opt,name=turn,proto3" json:"turn,omitempty"`
 	// history, when set, is the start of the conversation: the model sees the
 	// referred transcript messages first, then messages (see TranscriptRef).
-	History       *TranscriptRef `protobuf:"bytes,240,opt,name=history,proto3" json:"history,omitempty"`
+	History *TranscriptRef `protobuf:"bytes,240,opt,name=history,proto3" json:"history,omitempty"`
+	// bound_tenant: the tenant the session is bound to (herald.tasks.<tenant>);
+	// its progress events are also published under herald.tenant.<tenant>.
+	BoundTenant   string `protobuf:"bytes,180,opt,name=bound_tenant,json=boundTenant,proto3" json:"bound_tenant,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -501,6 +504,13 @@ func (x *LLMRequest) GetHistory() *TranscriptRef {
 		return x.History
 	}
 	return nil
+}
+
+func (x *LLMRequest) GetBoundTenant() string {
+	if x != nil {
+		return x.BoundTenant
+	}
+	return ""
 }
 
 // LLMResponse is the gateway's answer to one LLMRequest (after retries and fallback).
@@ -1502,6 +1512,8 @@ type TranscriptEntry struct {
 	// from those of a transition that lost its commit.
 	Chain     uint64 `protobuf:"varint,6,opt,name=chain,proto3" json:"chain,omitempty"`
 	PrevChain uint64 `protobuf:"varint,7,opt,name=prev_chain,json=prevChain,proto3" json:"prev_chain,omitempty"`
+	// tenant owns the session: session_search shows a tenant its own sessions only.
+	Tenant string `protobuf:"bytes,180,opt,name=tenant,proto3" json:"tenant,omitempty"`
 	// cli: deleted marks a tombstone that `herald sessions delete` writes
 	// after purging the session's entries (index -1, no message): readers of
 	// the stream, the session-search index among them, forget the session.
@@ -1587,6 +1599,13 @@ func (x *TranscriptEntry) GetPrevChain() uint64 {
 		return x.PrevChain
 	}
 	return 0
+}
+
+func (x *TranscriptEntry) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
 }
 
 func (x *TranscriptEntry) GetDeleted() bool {
@@ -1705,7 +1724,7 @@ const file_herald_v1_herald_proto_rawDesc = "" +
 	"\routput_tokens\x18\x02 \x01(\x03R\foutputTokens\x12*\n" +
 	"\x11cache_read_tokens\x18\x03 \x01(\x03R\x0fcacheReadTokens\x12,\n" +
 	"\x12cache_write_tokens\x18\x04 \x01(\x03R\x10cacheWriteTokens\x12)\n" +
-	"\x10reasoning_tokens\x18\x05 \x01(\x03R\x0freasoningTokens\"\xe4\x04\n" +
+	"\x10reasoning_tokens\x18\x05 \x01(\x03R\x0freasoningTokens\"\x88\x05\n" +
 	"\n" +
 	"LLMRequest\x12\x1d\n" +
 	"\n" +
@@ -1729,7 +1748,8 @@ const file_herald_v1_herald_proto_rawDesc = "" +
 	"\x11parent_session_id\x18\x0f \x01(\tR\x0fparentSessionId\x12'\n" +
 	"\x0fprefer_fallback\x18\x10 \x01(\bR\x0epreferFallback\x12\x12\n" +
 	"\x04turn\x18\x11 \x01(\x05R\x04turn\x123\n" +
-	"\ahistory\x18\xf0\x01 \x01(\v2\x18.herald.v1.TranscriptRefR\ahistory\"\xa7\x04\n" +
+	"\ahistory\x18\xf0\x01 \x01(\v2\x18.herald.v1.TranscriptRefR\ahistory\x12\"\n" +
+	"\fbound_tenant\x18\xb4\x01 \x01(\tR\vboundTenant\"\xa7\x04\n" +
 	"\vLLMResponse\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x1d\n" +
@@ -1855,7 +1875,7 @@ const file_herald_v1_herald_proto_rawDesc = "" +
 	"durationMs\x12\x16\n" +
 	"\x06status\x18\n" +
 	" \x01(\tR\x06status\x12!\n" +
-	"\foutput_bytes\x18\v \x01(\x03R\voutputBytes\"\xfa\x01\n" +
+	"\foutput_bytes\x18\v \x01(\x03R\voutputBytes\"\x93\x02\n" +
 	"\x0fTranscriptEntry\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x14\n" +
@@ -1866,7 +1886,8 @@ const file_herald_v1_herald_proto_rawDesc = "" +
 	"\x04turn\x18\x05 \x01(\x05R\x04turn\x12\x14\n" +
 	"\x05chain\x18\x06 \x01(\x04R\x05chain\x12\x1d\n" +
 	"\n" +
-	"prev_chain\x18\a \x01(\x04R\tprevChain\x12\x19\n" +
+	"prev_chain\x18\a \x01(\x04R\tprevChain\x12\x17\n" +
+	"\x06tenant\x18\xb4\x01 \x01(\tR\x06tenant\x12\x19\n" +
 	"\adeleted\x18\xc8\x01 \x01(\bR\adeleted\"\xa1\x01\n" +
 	"\rTranscriptRef\x12\x15\n" +
 	"\x06log_id\x18\x01 \x01(\tR\x05logId\x12\x12\n" +

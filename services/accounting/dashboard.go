@@ -28,6 +28,7 @@ const DashboardTokenCookie = "herald_dashboard_token"
 //	                      cost by purpose, provider error rates, tool latency
 //	                      (?tenant=, ?range=1h|24h|7d|30d|all)
 //	GET /sessions/{id}    one session's steps and costs
+//	GET /sessions/{id}/trace  the session as a trace (session_trace.go)
 //	GET /api/overview     the same data as JSON
 //	GET /api/sessions/{id}
 //	GET /api/cost         a CostReport (?by=, ?since=, ?tenant=, ?session=)
@@ -42,8 +43,9 @@ type Dashboard struct {
 	pages *template.Template
 	now   func() time.Time
 
-	mu    sync.Mutex
-	store *store
+	mu          sync.Mutex
+	store       *store
+	transcripts Transcripts
 }
 
 // NewDashboard serves the dashboard over the ClickHouse at dsn.
@@ -55,6 +57,7 @@ func NewDashboard(dsn, token string, log zerolog.Logger) *Dashboard {
 	d.mux.HandleFunc("GET /api/overview", d.api(d.overviewAPI))
 	d.mux.HandleFunc("GET /api/sessions/{id}", d.api(d.sessionAPI))
 	d.mux.HandleFunc("GET /api/cost", d.api(d.costAPI))
+	d.routeTrace()
 	return d
 }
 

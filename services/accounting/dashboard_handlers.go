@@ -18,6 +18,7 @@ type pageData struct {
 	Overview Overview
 	Chart    template.HTML
 	Session  SessionDetail
+	Trace    SessionTrace
 	// Back keeps the filters when leaving a session page.
 	Back string
 }
@@ -93,6 +94,7 @@ func parsePages() *template.Template {
 		"ms":      func(f float64) string { return fmt.Sprintf("%.0f ms", f) },
 		"time":    func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05") },
 		"pathseg": url.PathEscape,
+		"dict":    dict,
 		"mean": func(sum, n uint64) string {
 			if n == 0 {
 				return "–"

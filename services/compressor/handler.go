@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/heraldrun/herald/pkg/bus"
+	"github.com/heraldrun/herald/pkg/telemetry"
 	"github.com/heraldrun/herald/proto/heraldpb"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -23,7 +24,9 @@ func (s *Service) handle(ctx context.Context, msg jetstream.Msg) error {
 	if reply == "" {
 		reply = bus.CompressResult(req.SessionId)
 	}
+	ctx, span := telemetry.StartCompress(ctx, &req)
 	c := s.comp.compress(ctx, &req)
+	telemetry.EndCompress(span, c.before, c.after, c.pruned, c.summarized, c.summaryErr)
 	if c.summaryErr != nil {
 		if ctx.Err() != nil {
 			return ctx.Err() // shutting down: let another instance do it properly

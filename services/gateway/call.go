@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/heraldrun/herald/pkg/telemetry"
 	"github.com/heraldrun/herald/proto/heraldpb"
 	"google.golang.org/protobuf/proto"
 )
@@ -44,6 +45,7 @@ func (r *callRun) serve(ctx context.Context) *heraldpb.LLMResponse {
 		if i > 0 {
 			s.counters.fallbacks.Add(1)
 			r.progress.fallback(lastEp, ep, last)
+			telemetry.ModelFallback(ctx, lastEp.provider, ep.provider, string(last.class))
 		}
 		ans, ae := r.onEndpoint(ctx, ep, i < len(chain)-1)
 		if ae == nil {
@@ -76,6 +78,7 @@ func (r *callRun) onEndpoint(ctx context.Context, ep endpoint, hasNext bool) (mo
 		wait := retryDelay(r.s.cfg.Retry, try, ae)
 		r.s.counters.retries.Add(1)
 		r.progress.retry(ep, try, ae, wait)
+		telemetry.ModelRetry(ctx, ep.provider, r.modelFor(ep), string(ae.class), try, wait)
 		if !sleep(ctx, wait) {
 			return modelAnswer{}, r.stopped(ctx, ae)
 		}
@@ -129,6 +132,7 @@ func (r *callRun) ask(ctx context.Context, ep endpoint) (modelAnswer, error) {
 		maxOut: int64(r.req.GetMaxOutputTokens()), stream: streamed && ep.profile.Stream}
 	if streamed {
 		call.onDelta = r.progress.delta
+		r.progress.begin(ep.provider, call.model)
 		defer r.progress.endStream()
 	}
 	ans, err := r.s.clients[ep.index].complete(ctx, call)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/heraldrun/herald/pkg/bus"
+	"github.com/heraldrun/herald/pkg/telemetry"
 	"github.com/heraldrun/herald/proto"
 	"github.com/heraldrun/herald/proto/heraldpb"
 )
@@ -21,11 +22,14 @@ type progress struct {
 	// shown is the text streamed since the call last started over: a retry
 	// or a fallback streams the answer anew, for the user too.
 	shown strings.Builder
+	// firstToken times the streamed attempt under way to its first text.
+	firstToken telemetry.FirstTokenTimer
 }
 
 func (p *progress) publish(ev proto.Event) {
 	ev.SessionID, ev.TaskID = p.req.GetSessionId(), p.req.GetTaskId()
 	ev.Step, ev.RequestID, ev.Seq = int(p.req.GetStep()), p.req.GetRequestId(), p.seq
+	ev.BoundTenant = p.req.GetBoundTenant()
 	p.seq++
 	if err := bus.PublishEvent(p.s.nc, ev); err != nil {
 		p.s.log.Debug().Err(err).Str("session_id", ev.SessionID).Str("type", ev.Type).Msg("progress event not published")
@@ -49,6 +53,7 @@ func (p *progress) show(text string) {
 		return
 	}
 	p.shown.WriteString(text)
+	p.firstToken.Shown()
 	p.publish(proto.Event{Type: proto.EventDelta, Delta: text})
 }
 
@@ -68,4 +73,9 @@ func (p *progress) fallback(from, to endpoint, ae *attemptError) {
 	p.publish(proto.Event{Type: proto.EventFallback, Provider: to.provider, Model: to.model,
 		Status:  string(ae.class),
 		Message: fmt.Sprintf("%s failed (%s); switching to fallback %s", from, ae.class, to)})
+}
+
+// begin starts timing a streamed attempt's first text.
+func (p *progress) begin(provider, model string) {
+	p.firstToken = telemetry.StartFirstToken(provider, model)
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/heraldrun/herald/pkg/bus"
+	"github.com/heraldrun/herald/pkg/telemetry"
 	"github.com/heraldrun/herald/proto"
 	"github.com/heraldrun/herald/proto/heraldpb"
 	"github.com/nats-io/nats.go/jetstream"
@@ -43,7 +44,9 @@ func (s *Service) handle(ctx context.Context, msg jetstream.Msg) error {
 	callCtx, release := s.inflight.track(ctx, req.GetSessionId())
 	defer release()
 	run := s.newRun(req, delivery)
+	callCtx, span := telemetry.StartChat(callCtx, req)
 	resp := run.serve(callCtx)
+	telemetry.EndChat(span, resp)
 	if ctx.Err() != nil && resp.GetErrorClass() != string(ClassInterrupted) {
 		run.awaitUsage(ctx)
 		return fmt.Errorf("request %s abandoned: %w", req.GetRequestId(), context.Cause(ctx))

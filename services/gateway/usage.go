@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/heraldrun/herald/pkg/bus"
+	"github.com/heraldrun/herald/pkg/telemetry"
 	"github.com/heraldrun/herald/proto/heraldpb"
 	"github.com/nats-io/nats.go/jetstream"
 	protobuf "google.golang.org/protobuf/proto"
@@ -50,6 +51,7 @@ func (r *callRun) bill(ctx context.Context, ep endpoint, u *heraldpb.Usage, late
 	if ae != nil {
 		ev.Status, ev.ErrorClass = StatusError, string(ae.class)
 	}
+	telemetry.ModelAttempt(ep.provider, model, ev.ErrorClass, r.tenant, latency, u, cost)
 	r.billed = append(r.billed, r.s.publishUsage(ev))
 	if cost == 0 {
 		return

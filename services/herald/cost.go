@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -35,14 +36,20 @@ func cmdCost(ctx context.Context, args []string, cio cliIO) int {
 		fmt.Fprintln(cio.err, "herald cost:", err)
 		return exitFail
 	}
-	if *jsonOut {
+	return printReport(cio, "herald cost", rep, *jsonOut, rep.WriteTable)
+}
+
+// printReport prints a report as indented JSON, or as the text its write
+// makes.
+func printReport(cio cliIO, cmd string, rep any, jsonOut bool, write func(io.Writer) error) int {
+	if jsonOut {
 		enc := json.NewEncoder(cio.out)
 		enc.SetIndent("", "  ")
 		_ = enc.Encode(rep)
 		return exitOK
 	}
-	if err := rep.WriteTable(cio.out); err != nil {
-		fmt.Fprintln(cio.err, "herald cost:", err)
+	if err := write(cio.out); err != nil {
+		fmt.Fprintln(cio.err, cmd+":", err)
 		return exitFail
 	}
 	return exitOK

@@ -3,11 +3,15 @@ package main
 import (
 	"net/http"
 
+	"github.com/heraldrun/herald/pkg/telemetry"
 	"github.com/heraldrun/herald/services/accounting"
 	"github.com/rs/zerolog"
 )
 
 // dashboardHandler is accounting's cost dashboard over the ClickHouse at dsn.
-func dashboardHandler(dsn, token string, log zerolog.Logger) (http.Handler, error) {
-	return accounting.NewDashboard(dsn, token, log), nil
+func dashboardHandler(dsn, token string, transcripts accounting.Transcripts, log zerolog.Logger) (http.Handler, error) {
+	d := accounting.NewDashboard(dsn, token, log)
+	d.SetTranscripts(transcripts)
+	d.Handle("GET /metrics", telemetry.Handler()) // under the dashboard's access rule
+	return d, nil
 }

@@ -1,14 +1,12 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -24,6 +22,7 @@ import (
 	"github.com/heraldrun/herald/services/toolrunner"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
 )
 
 // Check statuses.
@@ -89,7 +88,7 @@ func diagnose(ctx context.Context, cfg config.Config) doctorReport {
 	checks = append(checks, clickHouseCheck(ctx, cfg))
 	checks = append(checks, providerChecks(ctx, cfg)...)
 	checks = append(checks, mcpChecks(ctx, cfg)...)
-	checks = append(checks, sandboxCheck(ctx), workspaceCheck(cfg))
+	checks = append(checks, sandboxCheck(cfg), workspaceCheck(cfg))
 	rep := doctorReport{OK: true, Checks: checks}
 	for _, c := range checks {
 		rep.OK = rep.OK && c.Status != checkFail
@@ -337,22 +336,21 @@ func mcpChecks(ctx context.Context, cfg config.Config) []check {
 }
 
 // sandboxCheck runs a command under Bubblewrap as the terminal tool does.
-func sandboxCheck(ctx context.Context) check {
-	path, err := exec.LookPath("bwrap")
+func sandboxCheck(cfg config.Config) check {
+	if cfg.Sandbox.Mode == config.SandboxNone {
+		return check{Name: "sandbox", Status: checkSkip, Detail: "sandbox.mode is none: commands run with the tool runner's own view of the machine",
+			Fix: "remove sandbox.mode: none (and install bubblewrap) to confine commands"}
+	}
+	sb, err := toolrunner.NewSandbox(cfg.Sandbox, zerolog.Nop())
 	if err != nil {
-		return check{Name: "sandbox", Status: checkFail, Detail: "bwrap (Bubblewrap) is not on PATH: commands cannot be sandboxed",
-			Fix: "apt-get install bubblewrap (or set sandbox: none in herald.yaml to run commands unsandboxed)"}
+		fix := "apt-get install bubblewrap (or set sandbox.mode: none in herald.yaml to run commands unsandboxed)"
+		if errors.Is(err, toolrunner.ErrNoSandbox) && !strings.Contains(err.Error(), "not installed") {
+			fix = "allow unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1) or run as root; or set sandbox.mode: none"
+		}
+		return check{Name: "sandbox", Status: checkFail, Detail: err.Error(), Fix: fix}
 	}
-	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
-	defer cancel()
-	var stderr bytes.Buffer
-	cmd := exec.CommandContext(ctx, path, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-all", "--die-with-parent", "true")
-	cmd.Stderr = &stderr
-	if err := cmd.Run(); err != nil {
-		return check{Name: "sandbox", Status: checkFail, Detail: fmt.Sprintf("%s cannot start a sandbox: %v %s", path, err, strings.TrimSpace(stderr.String())),
-			Fix: "allow unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1) or run as root; or set sandbox: none"}
-	}
-	return check{Name: "sandbox", Status: checkOK, Detail: path + " starts a sandbox"}
+	defer sb.Close()
+	return check{Name: "sandbox", Status: checkOK, Detail: "bwrap starts a sandbox with the configured limits"}
 }
 
 // workspaceCheck writes and removes a file where herald run's tools work.

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 
 	"github.com/heraldrun/herald/services/accounting"
@@ -32,15 +31,5 @@ func cmdInsights(ctx context.Context, args []string, cio cliIO) int {
 		fmt.Fprintln(cio.err, "herald insights:", err)
 		return exitFail
 	}
-	if *jsonOut {
-		enc := json.NewEncoder(cio.out)
-		enc.SetIndent("", "  ")
-		_ = enc.Encode(rep)
-		return exitOK
-	}
-	if err := rep.WriteText(cio.out); err != nil {
-		fmt.Fprintln(cio.err, "herald insights:", err)
-		return exitFail
-	}
-	return exitOK
+	return printReport(cio, "herald insights", rep, *jsonOut, rep.WriteText)
 }

@@ -15,6 +15,7 @@ func cmdServe(ctx context.Context, args []string, cio cliIO) int {
 	concurrency := fs.Int("concurrency", 0, "calls each service of this process works on at once (default: tool runner the number of CPUs, gateway 64, loop 64)")
 	pool := fs.String("pool", "", "tool-runner pool: take only calls of tasks that name this pool")
 	instance := fs.String("name", "", "instance name shown in results and tool events (default host-pid)")
+	metricsAddr := fs.String("metrics", "", "serve Prometheus metrics on this address's /metrics (e.g. 127.0.0.1:9464)")
 	names, err := parseInterspersed(fs, args)
 	if err != nil {
 		return flagExit(err)
@@ -35,6 +36,13 @@ func cmdServe(ctx context.Context, args []string, cio cliIO) int {
 		fmt.Fprintln(cio.err, "herald serve:", err)
 		return exitFail
 	}
+	stopMetrics, err := serveMetrics(*metricsAddr, log)
+	if err != nil {
+		a.Shutdown(context.Background())
+		fmt.Fprintln(cio.err, "herald serve:", err)
+		return exitFail
+	}
+	defer stopMetrics()
 	log.Info().Strs("services", names).Str("nats", app.RedactURL(cfg.NATSURL)).Msg("serving")
 	<-ctx.Done()
 	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -124,7 +124,8 @@ func (s *stream) match(data []byte) (proto.Result, bool) {
 func (s *stream) pollResult() (proto.Result, bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	raw, err := bus.LastOnSubject(ctx, s.js, bus.StreamSessions, bus.SessionResult(s.task.SessionID))
+	// Read by subscription: a client's NATS user may read results only.
+	raw, err := bus.LastBySubscription(ctx, s.js, bus.StreamSessions, bus.SessionResult(s.task.SessionID))
 	if err != nil {
 		return proto.Result{}, false
 	}

@@ -56,7 +56,7 @@ func cmdUp(ctx context.Context, args []string, cio cliIO) int {
 		return exitFail
 	}
 	defer a.Shutdown(context.Background())
-	stopHTTP, err := serveDashboard(*httpAddr, cfg.ClickHouseDSN, cfg.DashboardToken, log)
+	stopHTTP, err := serveDashboard(*httpAddr, cfg.ClickHouseDSN, cfg.DashboardToken, app.Transcripts(a.JS), log)
 	if err != nil {
 		fmt.Fprintln(cio.err, "herald up:", err)
 		return exitFail
@@ -99,7 +99,7 @@ func privateClickHouse(ctx context.Context, dsn *string, dataDir string, log zer
 
 // serveDashboard serves the cost dashboard; it refuses a non-loopback
 // address without a token.
-func serveDashboard(addr, dsn, token string, log zerolog.Logger) (func(), error) {
+func serveDashboard(addr, dsn, token string, transcripts accounting.Transcripts, log zerolog.Logger) (func(), error) {
 	if addr == "" {
 		return func() {}, nil
 	}
@@ -110,7 +110,7 @@ func serveDashboard(addr, dsn, token string, log zerolog.Logger) (func(), error)
 	if ip := net.ParseIP(host); token == "" && host != "localhost" && (ip == nil || !ip.IsLoopback()) {
 		return nil, fmt.Errorf("--http %s is not a loopback address: set dashboard_token (or HERALD_DASHBOARD_TOKEN) to expose the dashboard", addr)
 	}
-	handler, err := dashboardHandler(dsn, token, log)
+	handler, err := dashboardHandler(dsn, token, transcripts, log)
 	if err != nil {
 		return nil, err
 	}

@@ -61,7 +61,7 @@ func (s *Service) dispatchChild(t *txn, c PendingCall) {
 			deniedResult(ctx, b, st.SessionID, c.CallID, why)
 			return
 		}
-		b.JSON(ctx, bus.TasksSubject, "child:"+task.SessionID, task)
+		b.JSON(ctx, st.taskSubject(), "child:"+task.SessionID, task)
 	})
 }
 

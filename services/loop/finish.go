@@ -20,9 +20,12 @@ func (s *Service) finish(t *txn, reason, final, errText string) error {
 		APICalls: st.APICalls, Iterations: st.Step, CostUSD: st.CostUSD, Error: errText,
 		Usage: st.Usage, ContinuedAs: st.LogSID,
 	}
-	sid, turn := st.SessionID, st.Turn
+	sid, turn, bound := st.SessionID, st.Turn, st.BoundTenant
 	t.effect(func(ctx context.Context, b *bus.Batch) {
 		b.JSON(ctx, bus.SessionResult(sid), resultID(sid, turn), res)
+		if bound != "" {
+			b.JSON(ctx, bus.TenantSessionResult(bound, sid), "tenant-"+resultID(sid, turn), res)
+		}
 	})
 	if st.ParentSessionID != "" && st.ParentCallID != "" {
 		s.answerParent(t, res)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/heraldrun/herald/pkg/bus"
+	"github.com/heraldrun/herald/pkg/telemetry"
 	"github.com/heraldrun/herald/pkg/toolspec"
 	"github.com/heraldrun/herald/proto"
 	"github.com/heraldrun/herald/proto/heraldpb"
@@ -23,6 +24,9 @@ var errBusy = errors.New("session is busy with another task")
 // handleTask starts a turn: a new session or the next turn of an existing one.
 func (s *Service) handleTask(ctx context.Context, msg jetstream.Msg) error {
 	task, err := proto.DecodeTask(msg.Data())
+	if err == nil {
+		err = bindTenant(&task, msg.Subject())
+	}
 	if err != nil {
 		return bus.Permanent(err)
 	}
@@ -45,6 +49,9 @@ func (s *Service) startTurn(ctx context.Context, t *txn, task proto.Task, publis
 		t.noop = true // a redelivered task that already started
 		return nil
 	}
+	if err := checkBinding(t.st, task); err != nil {
+		return bus.Permanent(err)
+	}
 	if t.st != nil && t.st.active() {
 		return errBusy
 	}
@@ -55,6 +62,7 @@ func (s *Service) startTurn(ctx context.Context, t *txn, task proto.Task, publis
 	}
 	st.TaskID = task.TaskID
 	st.Tenant = firstNonEmpty(task.Tenant, st.Tenant, s.cfg.Tenant)
+	st.BoundTenant = task.BoundTenant
 	st.Model = firstNonEmpty(task.Model, st.Model, s.cfg.Model)
 	st.Pool = firstNonEmpty(task.Pool, st.Pool, s.cfg.Pool)
 	st.Workspace = firstNonEmpty(task.Workspace, st.Workspace)
@@ -69,6 +77,7 @@ func (s *Service) startTurn(ctx context.Context, t *txn, task proto.Task, publis
 	st.Usage = proto.Usage{}
 	st.resetTurnCounters()
 	st.TurnStartedMs = published.UnixMilli()
+	st.Trace, st.TraceParent = telemetry.NewTurn(ctx)
 	if len(t.msgs) == 0 {
 		t.afterCommit(func() { s.sessionStarted(st, task) })
 		t.appendMsg(&heraldpb.ChatMessage{Role: "system", Content: s.buildSystemPrompt(ctx, st, task.SystemMessage)})
@@ -129,7 +138,7 @@ func (s *Service) sendModelRequest(t *txn, scaffold []scaffoldMsg, kind requestK
 		out := s.withHookContext(ctx, call, req)
 		// split off the transcript as sent (after any hook edited it) and
 		// refer to it; st is committed after this runs
-		out.History, out.Messages = t.transcriptRef(out.Messages)
+		out.History, out.Messages = t.transcriptRef(sameValues(out.Messages, req.Messages))
 		b.Proto(ctx, bus.LLMRequest(st.SessionID), reqID, out)
 	})
 	t.state(proto.StateThinking)
@@ -152,7 +161,7 @@ func (s *Service) llmRequest(t *txn, reqID string, scaffold []scaffoldMsg, grace
 		Purpose: purpose, Step: int32(st.Step), Turn: int32(st.Turn), Model: st.Model,
 		Messages: msgs, Stream: true, ReplySubject: bus.LLMResponse(bus.OwnerLoop, st.SessionID),
 		MaxCostUsd: st.MaxCostUSD, SpentUsd: st.CostUSD, ParentSessionId: st.ParentSessionID,
-		PreferFallback: st.PreferFallback,
+		PreferFallback: st.PreferFallback, BoundTenant: st.BoundTenant,
 	}
 	if !grace {
 		req.Tools = s.wireTools(s.toolsFor(st))
@@ -309,15 +318,18 @@ func (p *Pending) callIndex(callID string) int {
 
 // handleInterrupt ends the session's current turn.
 func (s *Service) handleInterrupt(ctx context.Context, msg jetstream.Msg) error {
-	parts := strings.Split(msg.Subject(), ".")
-	if len(parts) != 4 || !proto.IsToken(parts[2]) {
+	sid, tenant, ok := bus.InterruptedSession(msg.Subject())
+	if !ok {
 		return bus.Permanent(fmt.Errorf("interrupt on unexpected subject %q", msg.Subject()))
 	}
 	meta, err := msg.Metadata()
 	if err != nil {
 		return err
 	}
-	return s.advance(ctx, parts[2], func(t *txn) error {
+	return s.advance(ctx, sid, func(t *txn) error {
+		if tenant != "" && (t.st == nil || t.st.BoundTenant != tenant) {
+			return bus.Permanent(fmt.Errorf("interrupt from tenant %q for session %s, which is not bound to it", tenant, sid))
+		}
 		if t.st == nil || !t.st.active() || meta.Timestamp.UnixMilli() < t.st.TurnStartedMs {
 			t.noop = true
 			return nil

@@ -202,7 +202,7 @@ func (s *Service) buildSystemPrompt(ctx context.Context, st *State, extra string
 			fmt.Fprintf(&b, "## About the user\n%s\n", snap.User)
 		}
 	}
-	if files := s.contextFiles(st.Workspace); files != "" {
+	if files := s.contextFiles(st.toolWorkspace()); files != "" {
 		b.WriteString("\n\n# Project context files\n")
 		b.WriteString(files)
 	}

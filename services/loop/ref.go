@@ -1,7 +1,10 @@
 package loop
 
 import (
+	"slices"
+
 	"github.com/heraldrun/herald/proto/heraldpb"
+	gproto "google.golang.org/protobuf/proto"
 )
 
 // SentRef is the transcript prefix a model request covered: the first Len
@@ -56,4 +59,20 @@ func covers(p *SentRef, hist []*heraldpb.ChatMessage, chain uint64) bool {
 		c = chainNext(c, m)
 	}
 	return c == chain
+}
+
+// sameValues returns msgs, a copy of orig that someone edited (a hook's
+// context), with every message still equal to orig's replaced by orig's own
+// value, so the unedited transcript can still be referred to.
+func sameValues(msgs, orig []*heraldpb.ChatMessage) []*heraldpb.ChatMessage {
+	if len(msgs) != len(orig) || len(msgs) == 0 || msgs[0] == orig[0] {
+		return msgs
+	}
+	out := slices.Clone(msgs)
+	for i, m := range out {
+		if gproto.Equal(m, orig[i]) {
+			out[i] = orig[i]
+		}
+	}
+	return out
 }

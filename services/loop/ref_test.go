@@ -54,3 +54,28 @@ func TestRequestRefersToTheTranscriptAndCarriesOnlyWhatIsNew(t *testing.T) {
 	require.Nil(t, ref)
 	require.Equal(t, []*heraldpb.ChatMessage{sys, edited, call, result}, rest)
 }
+
+// A hook's context edits one message of a copied request: the messages
+// before it are still the transcript's, and the request still refers to
+// them (the first request of a turn, whose user message is new). An edit of
+// a message committed earlier leaves nothing to refer to: the request
+// carries its history whole, as before.
+func TestRequestEditedByAHookStillRefersToTheUneditedTranscript(t *testing.T) {
+	sys := &heraldpb.ChatMessage{Role: "system", Content: "be brief"}
+	user := &heraldpb.ChatMessage{Role: "user", Content: "list files"}
+	orig := []*heraldpb.ChatMessage{sys, user}
+	edited := []*heraldpb.ChatMessage{{Role: "system", Content: "be brief"}, {Role: "user", Content: "plugin context\n\nlist files"}}
+	tx := &txn{st: &State{SessionID: "s1"}, msgs: []*heraldpb.ChatMessage{sys}, baseChain: chainOf(sys),
+		appended: []*heraldpb.ChatMessage{user}}
+	ref, rest := tx.transcriptRef(sameValues(edited, orig))
+	require.NotNil(t, ref)
+	require.Equal(t, []*heraldpb.ChatMessage{sys}, ref.GetEntries(), "the transcript up to the edited message")
+	require.Equal(t, chainOf(sys), ref.GetChain())
+	require.Equal(t, []*heraldpb.ChatMessage{edited[1]}, rest, "the edited message travels as it is")
+
+	later := &txn{st: &State{SessionID: "s1"}, msgs: []*heraldpb.ChatMessage{sys, user}, baseChain: chainOf(sys, user)}
+	ref, rest = later.transcriptRef(sameValues(edited, orig))
+	require.Nil(t, ref)
+	require.Len(t, rest, 2)
+	require.Equal(t, "plugin context\n\nlist files", rest[1].GetContent(), "carried whole, the edit included")
+}

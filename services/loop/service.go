@@ -67,7 +67,7 @@ func (s *Service) Start(ctx context.Context) error {
 		spec bus.ConsumerSpec
 		h    bus.Handler
 	}{
-		{bus.ConsumerSpec{Stream: bus.StreamTasks, Durable: "loop-tasks", FilterSubjects: []string{bus.TasksSubject},
+		{bus.ConsumerSpec{Stream: bus.StreamTasks, Durable: "loop-tasks", FilterSubjects: []string{bus.TasksSubject, bus.TenantTasksFilter},
 			MaxDeliver: 2000, RetryDelays: busyDelays}, s.handleTask},
 		{bus.ConsumerSpec{Stream: bus.StreamLLMResponses, Durable: "loop-llm",
 			FilterSubjects: []string{bus.LLMResponseFilter(bus.OwnerLoop)}, MaxDeliver: 50, RetryDelays: raceDelays}, s.handleModelResponse},
@@ -76,7 +76,7 @@ func (s *Service) Start(ctx context.Context) error {
 		{bus.ConsumerSpec{Stream: bus.StreamCompressResults, Durable: "loop-compress",
 			FilterSubjects: []string{"herald.compress.result.>"}, MaxDeliver: 50, RetryDelays: raceDelays}, s.handleCompressResult},
 		{bus.ConsumerSpec{Stream: bus.StreamControl, Durable: "loop-control",
-			FilterSubjects: []string{"herald.session.*.interrupt"}, DeliverNew: true}, s.handleInterrupt},
+			FilterSubjects: bus.InterruptFilters, DeliverNew: true}, s.handleInterrupt},
 	}
 	for _, sp := range specs {
 		sp.spec.Concurrency = s.cfg.Concurrency

@@ -62,9 +62,12 @@ type scaffoldMsg struct {
 
 // State is the small per-session record in the herald_sessions bucket.
 type State struct {
-	SessionID       string `json:"session_id"`
-	TaskID          string `json:"task_id"`
-	Tenant          string `json:"tenant"`
+	SessionID string `json:"session_id"`
+	TaskID    string `json:"task_id"`
+	Tenant    string `json:"tenant"`
+	// BoundTenant is set for a session its task's subject bound to a tenant
+	// (herald.tasks.<tenant>).
+	BoundTenant     string `json:"bound_tenant,omitempty"`
 	Model           string `json:"model"`
 	Pool            string `json:"pool"`
 	Workspace       string `json:"workspace,omitempty"`
@@ -126,6 +129,11 @@ type State struct {
 	// SentRef is how much of the transcript the last model request covered:
 	// the next request carries only the entries after it (see ref.go).
 	SentRef *SentRef `json:"sent_ref,omitempty"`
+	// Trace is the current turn's span as a W3C traceparent, TraceParent
+	// the span id it hangs under (see telemetry.NewTurn); empty when the
+	// turn's loop exported no traces.
+	Trace       string `json:"trace,omitempty"`
+	TraceParent string `json:"trace_parent,omitempty"`
 }
 
 // resetTurnCounters clears what one turn's retries and repairs counted.

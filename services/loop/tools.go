@@ -163,7 +163,7 @@ func (s *Service) dispatchCall(t *txn, c PendingCall) {
 	}
 	req := &heraldpb.ToolCallRequest{
 		CallId: c.CallID, SessionId: st.SessionID, TaskId: st.TaskID, Tenant: st.Tenant, Step: int32(st.Step),
-		Tool: c.Tool, Arguments: c.Args, Workspace: st.Workspace, Pool: st.Pool, Approved: st.Yes,
+		Tool: c.Tool, Arguments: c.Args, Workspace: st.toolWorkspace(), Pool: st.Pool, Approved: st.Yes,
 	}
 	subject := bus.ToolCall(st.Pool, st.SessionID)
 	if spec, _ := toolspec.Lookup(c.Tool); spec.Service == "memory" {

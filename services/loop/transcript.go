@@ -49,13 +49,13 @@ func chainNext(prev uint64, m *heraldpb.ChatMessage) uint64 { return transcript.
 
 // append adds msgs to b at indexes from, from+1, ..., extending the chain
 // prev of the messages before them; it returns the chain through the last.
-func (t *transcripts) append(ctx context.Context, b *bus.Batch, sid string, turn, from int, prev uint64, msgs ...*heraldpb.ChatMessage) uint64 {
+func (t *transcripts) append(ctx context.Context, b *bus.Batch, sid, tenant string, turn, from int, prev uint64, msgs ...*heraldpb.ChatMessage) uint64 {
 	now := time.Now().UnixMilli()
 	chain := prev
 	for i, m := range msgs {
 		next := chainNext(chain, m)
 		e := &heraldpb.TranscriptEntry{SessionId: sid, Index: int32(from + i), Message: m, TsUnixMs: now, Turn: int32(turn),
-			Chain: next, PrevChain: chain}
+			Chain: next, PrevChain: chain, Tenant: tenant}
 		b.Proto(ctx, bus.SessionLog(sid), entryID(sid, from+i, next), e)
 		chain = next
 	}

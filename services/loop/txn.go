@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/heraldrun/herald/pkg/bus"
+	"github.com/heraldrun/herald/pkg/telemetry"
 	"github.com/heraldrun/herald/proto"
 	"github.com/heraldrun/herald/proto/heraldpb"
 )
@@ -112,6 +113,7 @@ func (s *Service) advanceOnce(ctx context.Context, sid string, decide func(t *tx
 	if t.st == nil {
 		return fmt.Errorf("session %s: transition produced no state", sid)
 	}
+	ctx = telemetry.WithTraceparent(ctx, t.st.Trace)
 	if err := s.publish(ctx, t); err != nil {
 		return err
 	}
@@ -122,7 +124,9 @@ func (s *Service) advanceOnce(ctx context.Context, sid string, decide func(t *tx
 		return err
 	}
 	s.tr.remember(sid, rec, t.history())
+	s.observe(t)
 	for _, ev := range t.events {
+		ev.BoundTenant = t.st.BoundTenant
 		if err := bus.PublishEvent(s.deps.NC, ev); err != nil {
 			s.log.Warn().Err(err).Str("session_id", sid).Msg("publishing event failed")
 		}
@@ -165,7 +169,7 @@ func (s *Service) decideOn(ctx context.Context, sid string, rec record, decide f
 // that expects them is committed.
 func (s *Service) publish(ctx context.Context, t *txn) error {
 	b := bus.NewBatch(s.deps.JS)
-	t.st.LogChain = s.tr.append(ctx, b, t.st.logID(), t.st.Turn, len(t.msgs), t.baseChain, t.appended...)
+	t.st.LogChain = s.tr.append(ctx, b, t.st.logID(), t.st.Tenant, t.st.Turn, len(t.msgs), t.baseChain, t.appended...)
 	for _, eff := range t.effects {
 		eff(ctx, b)
 	}

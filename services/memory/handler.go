@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/heraldrun/herald/pkg/bus"
+	"github.com/heraldrun/herald/pkg/telemetry"
 	"github.com/heraldrun/herald/proto"
 	"github.com/heraldrun/herald/proto/heraldpb"
 	"github.com/nats-io/nats.go/jetstream"
@@ -38,9 +39,11 @@ func (s *Service) handleCall(ctx context.Context, msg jetstream.Msg) error {
 	if !errors.Is(err, jetstream.ErrMsgNotFound) {
 		return fmt.Errorf("look up result of call %s: %w", req.CallId, err)
 	}
+	ctx, _ = telemetry.StartTool(ctx, &req)
 	s.event(&req, proto.EventToolStarted, "")
 	started := time.Now()
 	content, st, err := s.executeAllowed(ctx, &req)
+	telemetry.EndTool(ctx, req.Tool, toolStatus(st, err), content, s.runner(), time.Since(started))
 	if err != nil {
 		return err
 	}
@@ -132,7 +135,7 @@ func (s *Service) toolEvent(ctx context.Context, req *heraldpb.ToolCallRequest, 
 
 func (s *Service) event(req *heraldpb.ToolCallRequest, typ, st string) {
 	ev := proto.Event{Type: typ, SessionID: req.SessionId, TaskID: req.TaskId, Step: int(req.Step),
-		Tool: req.Tool, CallID: req.CallId, Status: st}
+		Tool: req.Tool, CallID: req.CallId, Status: st, BoundTenant: bus.WorkspaceTenant(req.Tenant, req.Workspace)}
 	if typ == proto.EventToolStarted {
 		ev.Args = req.Arguments
 	}

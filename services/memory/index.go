@@ -60,6 +60,7 @@ type StoredMessage struct {
 // SessionDoc is one indexed transcript.
 type SessionDoc struct {
 	ID      string
+	Tenant  string
 	Hidden  bool
 	Updated int64
 	Msgs    []StoredMessage
@@ -112,6 +113,9 @@ func (ix *Index) Add(e *heraldpb.TranscriptEntry, seq uint64) {
 	}
 	if doc.Msgs[e.Index].Present {
 		return
+	}
+	if doc.Tenant == "" {
+		doc.Tenant = e.Tenant
 	}
 	doc.Updated = max(doc.Updated, e.TsUnixMs)
 	if m.Role == "system" {
@@ -289,10 +293,10 @@ func (ix *Index) lastSeq() uint64 {
 }
 
 // sortedSessions returns visible session ordinals, most recently updated first.
-func (ix *Index) recent(exclude string, limit int) []uint32 {
+func (ix *Index) recent(scope Scope, limit int) []uint32 {
 	var ords []uint32
 	for i, d := range ix.Sessions {
-		if !d.Hidden && d.ID != exclude {
+		if scope.shows(d) {
 			ords = append(ords, uint32(i))
 		}
 	}

@@ -43,20 +43,42 @@ type WindowMessage struct {
 // An empty query lists the most recent sessions. Hidden (subagent) sessions
 // and the session named by exclude never appear.
 func (ix *Index) Search(query string, limit int, exclude string) []Hit {
+	return ix.SearchIn(Scope{Exclude: exclude}, query, limit)
+}
+
+// Scope is which sessions a search may show.
+type Scope struct {
+	// Exclude is the searching session itself.
+	Exclude string
+	// Tenant, when set, limits the search to that tenant's sessions;
+	// Untagged adds sessions indexed before transcripts named their tenant.
+	Tenant   string
+	Untagged bool
+}
+
+func (sc Scope) shows(d *SessionDoc) bool {
+	if d.Hidden || d.ID == sc.Exclude {
+		return false
+	}
+	return sc.Tenant == "" || d.Tenant == sc.Tenant || (d.Tenant == "" && sc.Untagged)
+}
+
+// SearchIn is Search over the sessions of scope.
+func (ix *Index) SearchIn(scope Scope, query string, limit int) []Hit {
 	limit = clampLimit(limit)
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
 	terms := uniqueTerms(query)
 	if len(terms) == 0 {
 		var hits []Hit
-		for _, ord := range ix.recent(exclude, limit) {
+		for _, ord := range ix.recent(scope, limit) {
 			hits = append(hits, ix.hit(ord, firstUser(ix.Sessions[ord]), 0))
 		}
 		return hits
 	}
 	best := map[uint32]docScore{}
 	phrase := strings.ToLower(strings.Join(strings.Fields(query), " "))
-	for _, c := range ix.topDocs(terms, exclude) {
+	for _, c := range ix.topDocs(terms, scope) {
 		ref := ix.Docs[c.doc]
 		sc := c.score
 		if len(terms) > 1 && containsFold(ix.Sessions[ref.Session].Msgs[ref.Msg].Text, phrase) {
@@ -103,7 +125,7 @@ type candidate struct {
 
 // topDocs scores messages by BM25 over terms, weighted by the share of
 // terms each contains, and returns the best candidates of visible sessions.
-func (ix *Index) topDocs(terms []string, exclude string) []candidate {
+func (ix *Index) topDocs(terms []string, scope Scope) []candidate {
 	n := float64(max(len(ix.Docs), 1))
 	avg := float64(ix.TermSum) / n
 	if avg == 0 {
@@ -128,7 +150,7 @@ func (ix *Index) topDocs(terms []string, exclude string) []candidate {
 	top := &candidateHeap{}
 	for _, d := range acc.touched {
 		doc := ix.Sessions[ix.Docs[d].Session]
-		if doc.Hidden || doc.ID == exclude {
+		if !scope.shows(doc) {
 			continue
 		}
 		sc := float64(acc.score[d]) * float64(acc.matched[d]) / float64(len(terms))

@@ -35,7 +35,12 @@ func (s *Service) runSessionSearch(ctx context.Context, req *heraldpb.ToolCallRe
 		return searchOutcome{Success: false, Error: err.Error(), Results: []Hit{}}, nil
 	}
 	s.waitIndex(ctx)
-	hits := s.index.Search(a.Query, a.Limit, req.SessionId)
+	tenant := s.tenant(req.Tenant)
+	// Sessions indexed before transcripts named their tenant are shown to
+	// unbound callers as before, never to a tenant-bound session.
+	bound := bus.WorkspaceTenant(req.Tenant, req.Workspace) != ""
+	scope := Scope{Exclude: req.SessionId, Tenant: tenant, Untagged: !bound}
+	hits := s.index.SearchIn(scope, a.Query, a.Limit)
 	out := searchOutcome{Success: true, Query: a.Query, Results: hits}
 	switch {
 	case len(hits) == 0 && a.Query == "":

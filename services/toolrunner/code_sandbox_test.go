@@ -3,7 +3,6 @@ package toolrunner
 import (
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -11,31 +10,9 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// inBubblewrap turns the command runCommand built into the same command
-// under bwrap with no network and only /usr, the system folders and the
-// workspace visible — the shape of the tool runner's sandbox — so the test
-// shows a program and its pipes work where terminal commands will run.
-func inBubblewrap(t *testing.T, workspace string) func(*exec.Cmd) {
-	t.Helper()
-	bwrap, err := exec.LookPath("bwrap")
-	require.NoError(t, err, "bubblewrap (bwrap) is needed: apt-get install bubblewrap")
-	args := []string{bwrap, "--unshare-net", "--unshare-ipc", "--unshare-uts", "--die-with-parent",
-		"--ro-bind", "/usr", "/usr", "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"}
-	dirs, _ := filepath.Glob("/lib*")
-	for _, p := range append([]string{"/bin", "/sbin"}, dirs...) {
-		if target, err := os.Readlink(p); err == nil {
-			args = append(args, "--symlink", target, p)
-		} else if _, err := os.Stat(p); err == nil {
-			args = append(args, "--ro-bind", p, p)
-		}
-	}
-	args = append(args, "--bind", workspace, workspace, "--chdir", workspace)
-	return func(cmd *exec.Cmd) {
-		cmd.Args = append(args, append([]string{"--"}, cmd.Args...)...)
-		cmd.Path = bwrap
-	}
-}
-
+// The program runs through the runner's own command path, so under its
+// sandbox (bwrap by default): no network, only /usr, the system folders and
+// the workspace visible; its pipes to the runner must still work there.
 func TestExecuteCodeRunsInsideANoNetworkSandbox(t *testing.T) {
 	h := newHarness(t)
 	c := &call{req: h.request("execute_code", map[string]any{}), ws: workspace{root: h.cfg.WorkspaceRoot}}
@@ -55,8 +32,9 @@ print("home visible:", os.path.exists(os.path.expanduser("~/.pyenv")))
 	br, err := h.svc.openBridge(context.Background(), c, program)
 	require.NoError(t, err)
 	env := append(h.svc.secrets.scrubbedEnv(), "HERALD_TOOLS_SOURCE="+heraldToolsSource, "PATH=/usr/bin:/bin")
-	out, code, err := runCommand(context.Background(), h.cfg.WorkspaceRoot, programCommand(h.cfg.Code.Python), env,
-		30*time.Second, 1<<16, inBubblewrap(t, h.cfg.WorkspaceRoot), br.attach)
+	require.True(t, h.svc.sandbox.Confined(), "the runner's default sandbox is bwrap")
+	out, code, err := h.svc.runCommand(context.Background(), h.cfg.WorkspaceRoot, programCommand(h.cfg.Code.Python), env,
+		30*time.Second, 1<<16, br.attach)
 	br.close()
 	require.NoError(t, err)
 	require.Equal(t, 0, code, out)

@@ -50,6 +50,9 @@ type Config struct {
 	Checkpoints bool
 	// CheckpointDir keeps the snapshots, outside every workspace.
 	CheckpointDir string
+	// DataDir is the runner's data folder (NATS store, checkpoints): tools
+	// never reach it, even when it lies inside a workspace (herald run).
+	DataDir string
 	// ToolConcurrency caps how many calls of a tool run at once in this process.
 	ToolConcurrency map[string]int
 	// AckWait is how long a call may go without a keep-alive before redelivery.
@@ -60,6 +63,9 @@ type Config struct {
 	MCPServers map[string]config.MCPServer
 	// SearchMaxResults caps the matches search_files returns.
 	SearchMaxResults int
+	// Sandbox confines every command a tool runs (this runner's pool's
+	// settings of herald.yaml's sandbox).
+	Sandbox config.Sandbox
 	// Hooks is how pre_tool_call is asked.
 	Hooks hooks.Config
 	// Code limits execute_code programs.
@@ -106,6 +112,7 @@ func DefaultConfig() Config {
 		AckWait:            30 * time.Second,
 		MaxDeliver:         5,
 		SearchMaxResults:   200,
+		Sandbox:            config.DefaultSandbox(),
 		Hooks:              hooks.Config{Timeout: hooks.DefaultTimeout},
 		Code:               CodeLimits{Timeout: 300 * time.Second, MaxToolCalls: 50, MaxOutputChars: 50000, Python: systemPython()},
 	}
@@ -116,6 +123,7 @@ func ConfigFrom(c config.Config) Config {
 	cfg := DefaultConfig()
 	cfg.WorkspaceRoot = c.WorkspaceRoot()
 	cfg.CheckpointDir = filepath.Join(c.DataDir, "checkpoints")
+	cfg.DataDir = c.DataDir
 	set := func(dst *int, v int) {
 		if v > 0 {
 			*dst = v
@@ -134,6 +142,7 @@ func ConfigFrom(c config.Config) Config {
 		cfg.ApprovalTimeout = c.Approvals.Timeout
 	}
 	cfg.MCPServers = c.MCPServers
+	cfg.Sandbox = c.Sandbox
 	cfg.Hooks = hooks.ConfigFrom(c)
 	if c.CodeExecution.Timeout > 0 {
 		cfg.Code.Timeout = time.Duration(c.CodeExecution.Timeout) * time.Second
@@ -170,6 +179,9 @@ func (c Config) Validate() error {
 	}
 	for tool, n := range c.ToolConcurrency {
 		check(n > 0, "toolrunner: concurrency limit of %s must be positive", tool)
+	}
+	if err := c.Sandbox.ForPool(c.Pool).Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("toolrunner: %w", err))
 	}
 	for name, s := range c.MCPServers {
 		check(proto.IsToken(name), "toolrunner: MCP server name %q may hold only letters, digits, '-' and '_'", name)

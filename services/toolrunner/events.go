@@ -23,7 +23,8 @@ func (s *Service) event(req *heraldpb.ToolCallRequest, typ, status string) {
 		}
 	}
 	err := bus.PublishEvent(s.deps.NC, proto.Event{Type: typ, SessionID: req.GetSessionId(),
-		TaskID: req.GetTaskId(), Step: int(req.GetStep()), Tool: req.GetTool(), CallID: req.GetCallId(), Status: status, Args: args})
+		TaskID: req.GetTaskId(), Step: int(req.GetStep()), Tool: req.GetTool(), CallID: req.GetCallId(), Status: status, Args: args,
+		BoundTenant: bus.WorkspaceTenant(req.GetTenant(), req.GetWorkspace())})
 	if err != nil {
 		s.log.Warn().Err(err).Str("session_id", req.GetSessionId()).Str("call_id", req.GetCallId()).Msg("publishing a progress event failed")
 	}

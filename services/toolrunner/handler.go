@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/heraldrun/herald/pkg/bus"
+	"github.com/heraldrun/herald/pkg/telemetry"
 	"github.com/heraldrun/herald/proto"
 	"github.com/heraldrun/herald/proto/heraldpb"
 	"github.com/nats-io/nats.go/jetstream"
@@ -34,6 +35,7 @@ func (s *Service) runCall(ctx context.Context, req *heraldpb.ToolCallRequest, de
 		return res, err
 	}
 	start := time.Now()
+	ctx, _ = telemetry.StartTool(ctx, req)
 	c, early := s.prepare(ctx, req, delivered)
 	o := early
 	if c != nil {
@@ -102,6 +104,7 @@ func (s *Service) prepare(ctx context.Context, req *heraldpb.ToolCallRequest, de
 	if err != nil {
 		return nil, failed(err)
 	}
+	ws = ws.hiding(s.cfg.DataDir)
 	return &call{req: req, spec: spec, run: t, ws: ws, delivered: delivered}, outcome{}
 }
 
@@ -151,6 +154,7 @@ func (s *Service) finish(ctx context.Context, req *heraldpb.ToolCallRequest, o o
 		o.content = truncateHeadTail(o.content, s.cfg.MaxResultChars)
 	}
 	s.recordOutcome(ctx, req, o)
+	telemetry.EndTool(ctx, req.GetTool(), o.status, o.content, s.runner, took)
 	// Publishing must survive the runner stopping, or the work is lost.
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()

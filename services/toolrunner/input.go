@@ -24,7 +24,16 @@ func (s *Service) ask(ctx context.Context, req *heraldpb.ToolCallRequest, ev pro
 		return proto.Input{}, false, fmt.Errorf("listen for the answer: %w", err)
 	}
 	defer func() { _ = sub.Unsubscribe() }()
+	// A tenant answers its own session's questions on its own subject.
+	if tenant := bus.WorkspaceTenant(req.GetTenant(), req.GetWorkspace()); tenant != "" {
+		tsub, err := s.deps.NC.ChanSubscribe(bus.TenantSessionInput(tenant, req.GetSessionId()), answers)
+		if err != nil {
+			return proto.Input{}, false, fmt.Errorf("listen for the answer: %w", err)
+		}
+		defer func() { _ = tsub.Unsubscribe() }()
+	}
 	ev.SessionID, ev.TaskID, ev.CallID, ev.Tool, ev.Step = req.GetSessionId(), req.GetTaskId(), req.GetCallId(), req.GetTool(), int(req.GetStep())
+	ev.BoundTenant = bus.WorkspaceTenant(req.GetTenant(), req.GetWorkspace())
 	if err := bus.PublishEvent(s.deps.NC, ev); err != nil {
 		return proto.Input{}, false, fmt.Errorf("ask: %w", err)
 	}

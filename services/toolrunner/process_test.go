@@ -62,12 +62,14 @@ func TestRunnerKilledMidCallLosesNothing(t *testing.T) {
 	h := newIdleHarness(t, listeningBus(t), func(c *Config) { c.AckWait = ackWait })
 	victim := runnerProcess(t, h.bus, h.cfg.WorkspaceRoot, "runner-doomed", 1, ackWait)
 
-	long := h.request("terminal", map[string]any{"command": "sleep 60 & echo $! > child.pid; echo $$ > shell.pid; wait; echo done > finished.txt"})
+	long := h.request("terminal", map[string]any{"command": heartbeat("beat") + "echo started > started.txt; sleep 60; echo done > finished.txt"})
 	queued := h.request("write_file", map[string]any{"path": "queued.txt", "content": "written once"})
 	h.publish(long, long.GetCallId())
 	h.publish(queued, queued.GetCallId())
-	pid := waitPID(t, filepath.Join(h.cfg.WorkspaceRoot, "shell.pid"))
-	child := waitPID(t, filepath.Join(h.cfg.WorkspaceRoot, "child.pid"))
+	require.Eventually(t, func() bool {
+		_, err := os.Stat(filepath.Join(h.cfg.WorkspaceRoot, "started.txt"))
+		return err == nil
+	}, 10*time.Second, 10*time.Millisecond)
 
 	require.NoError(t, victim.Process.Signal(syscall.SIGKILL))
 	_ = victim.Wait()
@@ -83,24 +85,7 @@ func TestRunnerKilledMidCallLosesNothing(t *testing.T) {
 	require.Equal(t, "ok", res.GetStatus(), res.GetContent())
 	require.Equal(t, "written once", string(must(os.ReadFile(filepath.Join(h.cfg.WorkspaceRoot, "queued.txt")))))
 
-	// The command's shell died with its runner instead of running on unowned.
-	require.Eventually(t, func() bool { return !processAlive(pid) }, 5*time.Second, 20*time.Millisecond)
-	require.Eventually(t, func() bool { return !processAlive(child) }, 5*time.Second, 20*time.Millisecond,
-		"the command's background child outlived its runner")
+	// The command died with its runner instead of running on unowned.
+	requireHeartbeatStops(t, filepath.Join(h.cfg.WorkspaceRoot, "beat"), "the command's background child outlived its runner")
 	require.NoFileExists(t, filepath.Join(h.cfg.WorkspaceRoot, "finished.txt"))
-}
-
-// waitPID waits until a command has written its pid into path.
-func waitPID(t *testing.T, path string) int {
-	t.Helper()
-	var pid int
-	require.Eventually(t, func() bool {
-		data, err := os.ReadFile(path)
-		if err != nil || !strings.HasSuffix(string(data), "\n") {
-			return false
-		}
-		pid, err = strconv.Atoi(strings.TrimSpace(string(data)))
-		return err == nil
-	}, 10*time.Second, 10*time.Millisecond, "no pid in %s", path)
-	return pid
 }

@@ -67,7 +67,7 @@ func (s *Service) walk(ctx context.Context, ws workspace, dir, glob string, re *
 			return ctx.Err()
 		}
 		if d.IsDir() {
-			if skippedDirs[d.Name()] && p != dir {
+			if (skippedDirs[d.Name()] && p != dir) || ws.isHidden(p) {
 				return filepath.SkipDir
 			}
 			return nil

@@ -24,6 +24,7 @@ type Service struct {
 	tools   map[string]tool
 	limits  *toolLimits
 	secrets secrets
+	sandbox *Sandbox
 	hooks   *hooks.Client
 
 	mu      sync.Mutex
@@ -51,6 +52,12 @@ func New(cfg Config, deps service.Deps) (*Service, error) {
 	s := &Service{cfg: cfg, deps: deps, runner: runner,
 		log:    deps.Log.With().Str("service", "toolrunner").Str("runner", runner).Logger(),
 		limits: newToolLimits(cfg.ToolConcurrency), secrets: secretsOf(deps.Config)}
+	sb, err := NewSandbox(cfg.Sandbox.ForPool(cfg.Pool), s.log)
+	if err != nil {
+		return nil, fmt.Errorf("toolrunner: %w", err)
+	}
+	sb.workspaceRoot, sb.dataDir = cfg.WorkspaceRoot, cfg.DataDir
+	s.sandbox = sb
 	s.hooks = hooks.New(deps.NC, cfg.Hooks, s.log)
 	s.tools = s.builtinTools()
 	return s, nil
@@ -110,6 +117,7 @@ func (s *Service) Shutdown(ctx context.Context) error {
 	}
 	err := s.worker.Stop(ctx)
 	s.stopMCP()
+	s.sandbox.close()
 	s.log.Info().Msg("tool runner stopped")
 	return err
 }

@@ -264,9 +264,10 @@ func TestWorkspaceSymlinkedOutOfTheRootIsRefused(t *testing.T) {
 
 func TestShutdownStopsARunningCallAndReportsIt(t *testing.T) {
 	h := newHarness(t)
-	req := h.request("terminal", map[string]any{"command": "echo $$ > shell.pid; sleep 60"})
+	req := h.request("terminal", map[string]any{"command": heartbeat("beat") + "sleep 60"})
 	h.publish(req, req.GetCallId())
-	pid := waitPID(t, filepath.Join(h.cfg.WorkspaceRoot, "shell.pid"))
+	beat := filepath.Join(h.cfg.WorkspaceRoot, "beat")
+	require.Eventually(t, func() bool { _, err := os.Stat(beat); return err == nil }, 10*time.Second, 10*time.Millisecond)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
@@ -276,7 +277,7 @@ func TestShutdownStopsARunningCallAndReportsIt(t *testing.T) {
 	res := h.result(req, 10*time.Second)
 	require.Equal(t, "unknown_outcome", res.GetStatus())
 	require.Contains(t, res.GetContent(), "stopped")
-	require.Eventually(t, func() bool { return !processAlive(pid) }, 5*time.Second, 20*time.Millisecond)
+	requireHeartbeatStops(t, beat, "the command outlived the runner's shutdown")
 }
 
 func TestShutdownWithoutStart(t *testing.T) {

@@ -35,7 +35,7 @@ func (s *Service) terminal(ctx context.Context, c *call) outcome {
 		return denied
 	}
 	timeout := s.terminalTimeout(c, a.Timeout)
-	out, code, err := runCommand(ctx, c.ws.root, a.Command, s.secrets.scrubbedEnv(), timeout, s.cfg.TerminalMaxChars*4)
+	out, code, err := s.runCommand(ctx, c.ws.root, a.Command, s.secrets.scrubbedEnv(), timeout, s.cfg.TerminalMaxChars*4)
 	reply := terminalReply{Output: truncateHeadTail(out, s.cfg.TerminalMaxChars), ExitCode: code}
 	status := statusOK
 	switch {
@@ -61,19 +61,28 @@ func (s *Service) terminalTimeout(c *call, asked *int) time.Duration {
 	return min(t, s.cfg.MaxTerminalTimeout)
 }
 
-// runCommand runs command with bash in its own process group, so a timeout
-// (or the runner stopping) kills everything the command started, not just
-// the shell. It returns the combined output, the exit code (-1 when killed)
-// and context.DeadlineExceeded on a timeout. opts adjust the process before
-// it starts (execute_code hands its program the pipes to the runner).
-func runCommand(parent context.Context, dir, command string, env []string, timeout time.Duration, keep int, opts ...func(*exec.Cmd)) (string, int, error) {
+// runCommand runs command with bash in the sandbox (or, with sandbox mode
+// none, in its own process group), so a timeout or the runner stopping ends
+// everything the command started, not just the shell. It returns the
+// combined output, the exit code (-1 when killed) and
+// context.DeadlineExceeded on a timeout. Every command a tool runs goes
+// through here; opts adjust the process before it starts (extra files are
+// handed on into the sandbox).
+func (s *Service) runCommand(parent context.Context, dir, command string, env []string, timeout time.Duration, keep int, opts ...func(*exec.Cmd)) (string, int, error) {
 	ctx, cancel := context.WithTimeout(parent, timeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "bash", "-c", orphanGuard()+command)
-	cmd.Dir = dir
-	cmd.Env = env
-	// Pdeathsig: a runner killed with -9 takes its command's shell with it
-	// (the call is then redelivered and reported as outcome unknown).
+	script := command
+	if !s.sandbox.Confined() {
+		script = orphanGuard() + command
+	}
+	cmd, release, err := s.sandbox.Command(ctx, dir, script, env)
+	if err != nil {
+		return "", -1, fmt.Errorf("run command: %w", err)
+	}
+	defer release()
+	// Pdeathsig: a runner killed with -9 takes its command with it (bwrap's
+	// --die-with-parent then ends the whole sandbox; the call is redelivered
+	// and reported as outcome unknown).
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	// Children that keep the output pipe open must not hold us past the kill.
@@ -83,7 +92,7 @@ func runCommand(parent context.Context, dir, command string, env []string, timeo
 	for _, o := range opts {
 		o(cmd)
 	}
-	err := cmd.Run()
+	err = cmd.Run()
 	// The shell may exit while a background child lives on in the group.
 	if cmd.Process != nil {
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
@@ -105,7 +114,8 @@ func runCommand(parent context.Context, dir, command string, env []string, timeo
 	return out, 0, nil
 }
 
-// orphanGuard prefixes a command with a watcher in its process group that
+// orphanGuard (sandbox mode none only; in the sandbox the PID namespace
+// does this) prefixes a command with a watcher in its process group that
 // kills the group once the runner is gone: Pdeathsig reaches only the shell,
 // and a runner killed with -9 must not leave servers or builds running
 // unowned. The watcher is disowned (a bare `wait` ignores it) and silent.

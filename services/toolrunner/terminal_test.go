@@ -2,6 +2,7 @@ package toolrunner
 
 import (
 	"context"
+	"fmt"
 	"github.com/heraldrun/herald/pkg/config"
 	"github.com/heraldrun/herald/pkg/heraldtest"
 	"os"
@@ -27,16 +28,31 @@ func TestTerminalReportsOutputAndExitCode(t *testing.T) {
 func TestTerminalTimeoutKillsTheProcessGroup(t *testing.T) {
 	h := newHarness(t)
 	start := time.Now()
-	res := h.call("terminal", map[string]any{"command": "sleep 60 & echo $! > child.pid; sleep 60", "timeout": 1})
+	res := h.call("terminal", map[string]any{"command": heartbeat("beat") + "sleep 60", "timeout": 1})
 	require.Less(t, time.Since(start), 10*time.Second)
 	require.Equal(t, "timeout", res.GetStatus())
 	require.True(t, res.GetIsError())
 	r := terminalOf(t, res)
 	require.Contains(t, r.Error, "timed out")
+	requireHeartbeatStops(t, filepath.Join(h.cfg.WorkspaceRoot, "beat"), "the background child outlived the timeout")
+}
 
-	pid := waitPID(t, filepath.Join(h.cfg.WorkspaceRoot, "child.pid"))
-	require.Eventually(t, func() bool { return !processAlive(pid) }, 5*time.Second, 20*time.Millisecond,
-		"the background child %d outlived the timeout", pid)
+// heartbeat is a shell fragment starting a background loop that rewrites
+// file (in the workspace) every 20 ms for as long as it lives, and waiting
+// until it has written once: proof of life that, unlike a pid, means the
+// same inside a PID namespace and out.
+func heartbeat(file string) string {
+	return fmt.Sprintf("(while :; do echo $RANDOM > %[1]s; sleep 0.02; done) & until [ -e %[1]s ]; do sleep 0.01; done; ", file)
+}
+
+// requireHeartbeatStops waits until the heartbeat at path has been written
+// once and then not for 500 ms.
+func requireHeartbeatStops(t *testing.T, path, msg string) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		info, err := os.Stat(path)
+		return err == nil && time.Since(info.ModTime()) > 500*time.Millisecond
+	}, 10*time.Second, 20*time.Millisecond, msg)
 }
 
 // processAlive: present in /proc and not a zombie.

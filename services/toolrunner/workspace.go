@@ -2,7 +2,9 @@ package toolrunner
 
 import (
 	"errors"
+
 	"fmt"
+	"github.com/heraldrun/herald/pkg/bus"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -15,6 +17,10 @@ type workspace struct {
 	// root is absolute with every symlink evaluated, so containment checks
 	// compare real locations.
 	root string
+	// hidden are folders inside the workspace its tools do not reach: in
+	// the runner's root, the tenants' folder (an unbound task's tools do not
+	// reach tenants' workspaces); anywhere, the runner's data folder.
+	hidden []string
 }
 
 // openWorkspace returns the folder sub under root, creating it if missing.
@@ -41,7 +47,30 @@ func openWorkspace(root, sub string) (workspace, error) {
 	if !(workspace{root: base}).contains(real) {
 		return workspace{}, fmt.Errorf("workspace %q: %w", sub, ErrOutsideWorkspace)
 	}
-	return workspace{root: real}, nil
+	w := workspace{root: real}
+	if real == base {
+		w.hidden = []string{filepath.Join(base, bus.TenantsFolder)}
+	}
+	return w, nil
+}
+
+// hiding is w with the folders of paths that lie inside it hidden too.
+func (w workspace) hiding(paths ...string) workspace {
+	out := w
+	out.hidden = append([]string(nil), w.hidden...)
+	for _, p := range paths {
+		if p == "" {
+			continue
+		}
+		abs, err := filepath.Abs(p)
+		if err != nil {
+			continue
+		}
+		if real, err := realPath(abs); err == nil && real != w.root && w.contains(real) {
+			out.hidden = append(out.hidden, real)
+		}
+	}
+	return out
 }
 
 // resolve turns a path given by the model into an absolute path inside the
@@ -63,7 +92,7 @@ func (w workspace) resolve(p string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("resolve %s: %w", p, err)
 	}
-	if !w.contains(real) {
+	if !w.contains(real) || w.isHidden(real) {
 		return "", w.outside(p)
 	}
 	return real, nil
@@ -71,6 +100,15 @@ func (w workspace) resolve(p string) (string, error) {
 
 func (w workspace) outside(p string) error {
 	return fmt.Errorf("%q: %w (%s); use a path relative to the workspace", p, ErrOutsideWorkspace, w.root)
+}
+
+func (w workspace) isHidden(abs string) bool {
+	for _, h := range w.hidden {
+		if (workspace{root: h}).contains(abs) {
+			return true
+		}
+	}
+	return false
 }
 
 func (w workspace) contains(abs string) bool {

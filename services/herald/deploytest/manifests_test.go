@@ -113,7 +113,7 @@ func requireKnownEnv(t *testing.T, where string, names []string, helpers map[str
 // natsUsers loads herald.conf with the real server and returns its users by name.
 func natsUsers(t *testing.T, file string) (*server.Options, map[string]*server.User) {
 	t.Helper()
-	for _, u := range append([]string{"admin", "client", "sys", "plugins"}, serviceUsers...) {
+	for _, u := range append(append([]string{"admin", "client", "sys", "plugins"}, serviceUsers...), tenantUsers...) {
 		t.Setenv(passwordEnv(u), password(u))
 	}
 	opts, err := server.ProcessConfigFile(file)
@@ -151,7 +151,7 @@ func TestNATSConfigHasOneUserPerService(t *testing.T) {
 		require.Equal(t, password(name), u.Password, "user %s's password comes from %s", name, passwordEnv(name))
 	}
 	require.Equal(t, "SYS", users["sys"].Account.Name)
-	require.ElementsMatch(t, append([]string{"sys", "client", "admin", "plugins"}, service.Names...), mapKeys(users), "no other users")
+	require.ElementsMatch(t, append(append([]string{"sys", "client", "admin", "plugins"}, service.Names...), tenantUsers...), mapKeys(users), "no other users")
 	plugins := users["plugins"].Permissions
 	require.Equal(t, password("plugins"), users["plugins"].Password)
 	require.Equal(t, []string{"herald.hooks.>"}, plugins.Subscribe.Allow, "plugins hear the hooks only")

@@ -34,6 +34,9 @@ var natsConf = deployPath("nats", "herald.conf")
 // admin are the two users that are not services.
 var serviceUsers = []string{"loop", "gateway", "toolrunner", "compressor", "memory", "accounting"}
 
+// tenantUsers are the example users of tenants acme and globex.
+var tenantUsers = []string{"tenant_acme", "tenant_globex"}
+
 // passwordEnv names the environment variable holding user's password.
 func passwordEnv(user string) string { return strings.ToUpper(user) + "_PASSWORD" }
 
@@ -52,7 +55,7 @@ type secured struct {
 // passwords coming from the environment as they do in compose and k8s.
 func startSecured(t *testing.T) *secured {
 	t.Helper()
-	for _, u := range append([]string{"admin", "client", "sys", "plugins"}, serviceUsers...) {
+	for _, u := range append(append([]string{"admin", "client", "sys", "plugins"}, serviceUsers...), tenantUsers...) {
 		t.Setenv(passwordEnv(u), password(u))
 	}
 	log := &heraldtest.SyncBuffer{}
@@ -343,6 +346,7 @@ func TestEachUserIsRefusedWhatBelongsToOthers(t *testing.T) {
 		"memory": {"herald.usage.acme", "$JS.API.STREAM.MSG.GET.SESSIONS", "$KV.herald_sessions.s1", "herald.llm.request.s1"},
 		// a client submits tasks; it cannot forge results, usage or model calls
 		"client": {"herald.usage.acme", "herald.tool.result.s1.c1", "herald.session.s1.log", "herald.session.s1.result",
+			"$JS.API.STREAM.MSG.GET.SESSIONS", "$JS.API.CONSUMER.CREATE.SESSIONS.c1.herald.session.s1.log",
 			"herald.llm.request.s1", "herald.tool.call.default.s1", "$KV.herald_sessions.s1", "$JS.API.STREAM.DELETE.TASKS"},
 	}
 	for user, subjects := range refused {

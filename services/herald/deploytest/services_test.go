@@ -208,7 +208,7 @@ func runTask(t *testing.T, s *secured, task proto.Task) (proto.Result, int) {
 	require.Eventually(t, func() bool {
 		rctx, cancel := context.WithTimeout(ctx, time.Second)
 		defer cancel()
-		raw, err := bus.LastOnSubject(rctx, client.js, bus.StreamSessions, bus.SessionResult(task.SessionID))
+		raw, err := bus.LastBySubscription(rctx, client.js, bus.StreamSessions, bus.SessionResult(task.SessionID))
 		return err == nil && json.Unmarshal(raw.Data, &res) == nil
 	}, 30*time.Second, 20*time.Millisecond, "no result; server refused: %v", s.violations())
 	return res, int(seen.Load())

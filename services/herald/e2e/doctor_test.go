@@ -124,6 +124,18 @@ mcp_servers:
 	require.Contains(t, table, "No check failed.")
 	require.NotContains(t, table, key)
 
+	// sandbox.mode none is the operator's explicit choice: skipped, not failed.
+	noSandbox := map[string]string{"HERALD_SANDBOX": "none"}
+	for k, v := range env {
+		noSandbox[k] = v
+	}
+	out, code = runDoctor(t, dir, noSandbox, "--json")
+	require.Equal(t, 0, code, out)
+	rep = doctorOut{}
+	require.NoError(t, json.Unmarshal([]byte(out), &rep), out)
+	require.Equal(t, "skip", rep.check(t, "sandbox").Status)
+	require.Contains(t, rep.check(t, "sandbox").Detail, "mode is none")
+
 	// A stream someone changed by hand is a warning naming the difference.
 	nc, err := nats.Connect(env["HERALD_NATS_URL"])
 	require.NoError(t, err)

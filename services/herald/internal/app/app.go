@@ -17,6 +17,7 @@ import (
 	"github.com/heraldrun/herald/pkg/config"
 	"github.com/heraldrun/herald/pkg/embedded"
 	"github.com/heraldrun/herald/pkg/service"
+	"github.com/heraldrun/herald/pkg/telemetry/otlp"
 	"github.com/heraldrun/herald/services/accounting"
 	"github.com/heraldrun/herald/services/compressor"
 	"github.com/heraldrun/herald/services/gateway"
@@ -60,6 +61,8 @@ type App struct {
 	JS       jetstream.JetStream
 	services []service.Service
 	log      zerolog.Logger
+	// stopTraces flushes and stops the span exporter (a no-op when off).
+	stopTraces func(context.Context) error
 }
 
 // ErrUnknownService names a service that does not exist.
@@ -77,7 +80,11 @@ func Start(ctx context.Context, o Options) (*App, error) {
 			return nil, fmt.Errorf("%w %q (known: %v)", ErrUnknownService, n, service.Names)
 		}
 	}
-	a := &App{log: o.Log}
+	stopTraces, err := otlp.Start(ctx, traceServiceName(names), o.Log)
+	if err != nil {
+		return nil, err
+	}
+	a := &App{log: o.Log, stopTraces: stopTraces}
 	if err := a.connect(ctx, o); err != nil {
 		a.Shutdown(context.Background())
 		return nil, err
@@ -263,6 +270,7 @@ func (a *App) Shutdown(ctx context.Context) {
 		a.Server.Shutdown()
 		a.Server = nil
 	}
+	a.flushTraces(ctx)
 }
 
 func instanceName(s string) string {
