@@ -1109,8 +1109,14 @@ type CompressResult struct {
 	TokensAfter       int64                  `protobuf:"varint,5,opt,name=tokens_after,json=tokensAfter,proto3" json:"tokens_after,omitempty"`
 	Error             string                 `protobuf:"bytes,6,opt,name=error,proto3" json:"error,omitempty"`
 	PrunedToolOutputs int32                  `protobuf:"varint,7,opt,name=pruned_tool_outputs,json=prunedToolOutputs,proto3" json:"pruned_tool_outputs,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// compcost: what the compression's summary call spent (summed over its
+	// attempts; zero when no model summary was asked for), so the loop adds it
+	// to the turn's usage, cost and budget like any model call of the turn.
+	SummaryUsage    *Usage  `protobuf:"bytes,120,opt,name=summary_usage,json=summaryUsage,proto3" json:"summary_usage,omitempty"`
+	SummaryCostUsd  float64 `protobuf:"fixed64,121,opt,name=summary_cost_usd,json=summaryCostUsd,proto3" json:"summary_cost_usd,omitempty"`
+	SummaryApiCalls int32   `protobuf:"varint,122,opt,name=summary_api_calls,json=summaryApiCalls,proto3" json:"summary_api_calls,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *CompressResult) Reset() {
@@ -1188,6 +1194,27 @@ func (x *CompressResult) GetError() string {
 func (x *CompressResult) GetPrunedToolOutputs() int32 {
 	if x != nil {
 		return x.PrunedToolOutputs
+	}
+	return 0
+}
+
+func (x *CompressResult) GetSummaryUsage() *Usage {
+	if x != nil {
+		return x.SummaryUsage
+	}
+	return nil
+}
+
+func (x *CompressResult) GetSummaryCostUsd() float64 {
+	if x != nil {
+		return x.SummaryCostUsd
+	}
+	return 0
+}
+
+func (x *CompressResult) GetSummaryApiCalls() int32 {
+	if x != nil {
+		return x.SummaryApiCalls
 	}
 	return 0
 }
@@ -1823,7 +1850,7 @@ const file_herald_v1_herald_proto_rawDesc = "" +
 	"\rreply_subject\x18\n" +
 	" \x01(\tR\freplySubject\x12\x16\n" +
 	"\x06reason\x18\v \x01(\tR\x06reason\x12\x14\n" +
-	"\x05model\x18\f \x01(\tR\x05model\"\x90\x02\n" +
+	"\x05model\x18\f \x01(\tR\x05model\"\x9d\x03\n" +
 	"\x0eCompressResult\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x1d\n" +
@@ -1833,7 +1860,10 @@ const file_herald_v1_herald_proto_rawDesc = "" +
 	"\rtokens_before\x18\x04 \x01(\x03R\ftokensBefore\x12!\n" +
 	"\ftokens_after\x18\x05 \x01(\x03R\vtokensAfter\x12\x14\n" +
 	"\x05error\x18\x06 \x01(\tR\x05error\x12.\n" +
-	"\x13pruned_tool_outputs\x18\a \x01(\x05R\x11prunedToolOutputs\"\xaa\x04\n" +
+	"\x13pruned_tool_outputs\x18\a \x01(\x05R\x11prunedToolOutputs\x125\n" +
+	"\rsummary_usage\x18x \x01(\v2\x10.herald.v1.UsageR\fsummaryUsage\x12(\n" +
+	"\x10summary_cost_usd\x18y \x01(\x01R\x0esummaryCostUsd\x12*\n" +
+	"\x11summary_api_calls\x18z \x01(\x05R\x0fsummaryApiCalls\"\xaa\x04\n" +
 	"\n" +
 	"UsageEvent\x12\x19\n" +
 	"\bevent_id\x18\x01 \x01(\tR\aeventId\x12\x1c\n" +
@@ -1936,14 +1966,15 @@ var file_herald_v1_herald_proto_depIdxs = []int32{
 	3,  // 6: herald.v1.ToolResult.usage:type_name -> herald.v1.Usage
 	1,  // 7: herald.v1.CompressRequest.messages:type_name -> herald.v1.ChatMessage
 	1,  // 8: herald.v1.CompressResult.messages:type_name -> herald.v1.ChatMessage
-	3,  // 9: herald.v1.UsageEvent.usage:type_name -> herald.v1.Usage
-	1,  // 10: herald.v1.TranscriptEntry.message:type_name -> herald.v1.ChatMessage
-	1,  // 11: herald.v1.TranscriptRef.entries:type_name -> herald.v1.ChatMessage
-	12, // [12:12] is the sub-list for method output_type
-	12, // [12:12] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	3,  // 9: herald.v1.CompressResult.summary_usage:type_name -> herald.v1.Usage
+	3,  // 10: herald.v1.UsageEvent.usage:type_name -> herald.v1.Usage
+	1,  // 11: herald.v1.TranscriptEntry.message:type_name -> herald.v1.ChatMessage
+	1,  // 12: herald.v1.TranscriptRef.entries:type_name -> herald.v1.ChatMessage
+	13, // [13:13] is the sub-list for method output_type
+	13, // [13:13] is the sub-list for method input_type
+	13, // [13:13] is the sub-list for extension type_name
+	13, // [13:13] is the sub-list for extension extendee
+	0,  // [0:13] is the sub-list for field type_name
 }
 
 func init() { file_herald_v1_herald_proto_init() }

@@ -40,8 +40,8 @@ func BenchmarkPass1And2(b *testing.B) {
 // the deterministic summary (what runs when the model's summary fails).
 func BenchmarkCompressDeterministic(b *testing.B) {
 	msgs := megabyteHistory()
-	c := &compressor{cfg: noModelConfig(), summarize: func(context.Context, *heraldpb.CompressRequest, string, []*heraldpb.ChatMessage, string) (string, error) {
-		return "", ErrSummaryFailed
+	c := &compressor{cfg: noModelConfig(), summarize: func(context.Context, *heraldpb.CompressRequest, string, []*heraldpb.ChatMessage, string) (string, spend, error) {
+		return "", spend{}, ErrSummaryFailed
 	}}
 	req := &heraldpb.CompressRequest{RequestId: "r", SessionId: "s", Messages: msgs, ContextWindow: 128_000, Reason: ReasonOverflow}
 	for b.Loop() {

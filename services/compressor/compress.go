@@ -13,8 +13,9 @@ import (
 const ReasonOverflow = "overflow"
 
 // summarizeFunc writes the summary body of middle, updating previous (the
-// body of an earlier summary, "" when none).
-type summarizeFunc func(ctx context.Context, req *heraldpb.CompressRequest, goal string, middle []*heraldpb.ChatMessage, previous string) (string, error)
+// body of an earlier summary, "" when none), and reports what the call
+// spent (zero when no model was asked).
+type summarizeFunc func(ctx context.Context, req *heraldpb.CompressRequest, goal string, middle []*heraldpb.ChatMessage, previous string) (string, spend, error)
 
 // compression is the outcome of one request.
 type compression struct {
@@ -24,6 +25,8 @@ type compression struct {
 	summarized    bool
 	// summaryErr is why the model's summary was replaced by the deterministic one.
 	summaryErr error
+	// spent is what the summary call cost, also when its answer was unusable.
+	spent spend
 }
 
 // compressor runs the three passes with one configuration.
@@ -74,7 +77,8 @@ func (c *compressor) compress(ctx context.Context, req *heraldpb.CompressRequest
 	head, tail := pruned[:headEnd], pruned[tailStart:]
 	middle := msgs[headEnd:tailStart]
 	goal, previous := firstUserGoal(msgs), previousSummary(middle)
-	body, err := c.summarize(ctx, req, goal, middle, previous)
+	body, spent, err := c.summarize(ctx, req, goal, middle, previous)
+	out.spent = spent
 	if err != nil {
 		out.summaryErr = err
 		body = deterministicSummary(goal, middle, previous)

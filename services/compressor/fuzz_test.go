@@ -19,8 +19,8 @@ import (
 // Seeds: testdata/fuzz/FuzzCompressRequest.
 func FuzzCompressRequest(f *testing.F) {
 	cfg := DefaultConfig()
-	c := &compressor{cfg: cfg, summarize: func(context.Context, *heraldpb.CompressRequest, string, []*heraldpb.ChatMessage, string) (string, error) {
-		return "", errors.New("no model in a fuzz test")
+	c := &compressor{cfg: cfg, summarize: func(context.Context, *heraldpb.CompressRequest, string, []*heraldpb.ChatMessage, string) (string, spend, error) {
+		return "", spend{}, errors.New("no model in a fuzz test")
 	}}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var req heraldpb.CompressRequest

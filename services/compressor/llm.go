@@ -87,10 +87,11 @@ func transcriptText(msgs []*heraldpb.ChatMessage, budget int) string {
 
 // summarizeWithModel asks the gateway for the summary (purpose compression,
 // so it is billed like any call) and waits for its answer on the
-// compressor's reply subject in LLM_RESPONSES.
-func (s *Service) summarizeWithModel(ctx context.Context, req *heraldpb.CompressRequest, goal string, middle []*heraldpb.ChatMessage, previous string) (string, error) {
+// compressor's reply subject in LLM_RESPONSES. What the call spent comes
+// back with the answer, usable or not.
+func (s *Service) summarizeWithModel(ctx context.Context, req *heraldpb.CompressRequest, goal string, middle []*heraldpb.ChatMessage, previous string) (string, spend, error) {
 	if !s.cfg.LLMSummary {
-		return "", fmt.Errorf("%w: model summaries are disabled", ErrSummaryFailed)
+		return "", spend{}, fmt.Errorf("%w: model summaries are disabled", ErrSummaryFailed)
 	}
 	window := s.comp.window(req)
 	budget := int(float64(window) * promptWindowShare * 4)
@@ -115,16 +116,17 @@ func (s *Service) summarizeWithModel(ctx context.Context, req *heraldpb.Compress
 	// start of the subject, so an answer stored before a redelivery is found.
 	cons, err := s.deps.JS.OrderedConsumer(ctx, bus.StreamLLMResponses, jetstream.OrderedConsumerConfig{FilterSubjects: []string{reply}})
 	if err != nil {
-		return "", fmt.Errorf("%w: listen for the answer: %w", ErrSummaryFailed, err)
+		return "", spend{}, fmt.Errorf("%w: listen for the answer: %w", ErrSummaryFailed, err)
 	}
 	if err := bus.PublishProto(ctx, s.deps.JS, bus.LLMRequest(req.SessionId), id, llm); err != nil {
-		return "", fmt.Errorf("%w: %w", ErrSummaryFailed, err)
+		return "", spend{}, fmt.Errorf("%w: %w", ErrSummaryFailed, err)
 	}
 	resp, err := awaitResponse(ctx, s.deps.JS, cons, id)
 	if err != nil {
-		return "", err
+		return "", spend{}, err
 	}
-	return summaryBody(resp)
+	body, err := summaryBody(resp)
+	return body, spendOf(resp), err
 }
 
 func awaitResponse(ctx context.Context, js jetstream.JetStream, cons jetstream.Consumer, id string) (*heraldpb.LLMResponse, error) {

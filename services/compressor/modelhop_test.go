@@ -53,17 +53,20 @@ func (h *modelHop) answer(ctx context.Context, js jetstream.JetStream, msg jetst
 	h.requests = append(h.requests, &req)
 	h.mu.Unlock()
 	resp := &heraldpb.LLMResponse{RequestId: req.RequestId, SessionId: req.SessionId}
-	content, prompt, err := h.complete(ctx, &req)
+	content, usage, err := h.complete(ctx, &req)
+	resp.Attempts = 1
 	if err != nil {
 		resp.Error, resp.ErrorClass = err.Error(), "server_error"
 	} else {
 		resp.Message = &heraldpb.ChatMessage{Role: "assistant", Content: content}
-		resp.FinishReason, resp.PromptTokens = "stop", prompt
+		resp.FinishReason, resp.PromptTokens = "stop", usage.InputTokens
+		// Priced as the gateway would at $1 input and $2 output per million.
+		resp.Usage, resp.CostUsd = usage, (float64(usage.InputTokens)*1+float64(usage.OutputTokens)*2)/1e6
 	}
 	return bus.PublishProto(ctx, js, req.ReplySubject, req.RequestId, resp)
 }
 
-func (h *modelHop) complete(ctx context.Context, req *heraldpb.LLMRequest) (string, int64, error) {
+func (h *modelHop) complete(ctx context.Context, req *heraldpb.LLMRequest) (string, *heraldpb.Usage, error) {
 	var msgs []map[string]string
 	for _, m := range req.Messages {
 		msgs = append(msgs, map[string]string{"role": m.Role, "content": m.Content})
@@ -71,16 +74,16 @@ func (h *modelHop) complete(ctx context.Context, req *heraldpb.LLMRequest) (stri
 	body, _ := json.Marshal(map[string]any{"model": "scripted", "messages": msgs})
 	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, h.Model.URL+"/chat/completions", bytes.NewReader(body))
 	if err != nil {
-		return "", 0, err
+		return "", nil, err
 	}
 	hr.Header.Set("Content-Type", "application/json")
 	res, err := http.DefaultClient.Do(hr)
 	if err != nil {
-		return "", 0, err
+		return "", nil, err
 	}
 	defer res.Body.Close()
 	if res.StatusCode != http.StatusOK {
-		return "", 0, fmt.Errorf("provider answered %d", res.StatusCode)
+		return "", nil, fmt.Errorf("provider answered %d", res.StatusCode)
 	}
 	var out struct {
 		Choices []struct {
@@ -89,13 +92,14 @@ func (h *modelHop) complete(ctx context.Context, req *heraldpb.LLMRequest) (stri
 			} `json:"message"`
 		} `json:"choices"`
 		Usage struct {
-			PromptTokens int64 `json:"prompt_tokens"`
+			PromptTokens     int64 `json:"prompt_tokens"`
+			CompletionTokens int64 `json:"completion_tokens"`
 		} `json:"usage"`
 	}
 	if err := json.NewDecoder(res.Body).Decode(&out); err != nil || len(out.Choices) == 0 {
-		return "", 0, fmt.Errorf("unreadable completion: %v", err)
+		return "", nil, fmt.Errorf("unreadable completion: %v", err)
 	}
-	return out.Choices[0].Message.Content, out.Usage.PromptTokens, nil
+	return out.Choices[0].Message.Content, &heraldpb.Usage{InputTokens: out.Usage.PromptTokens, OutputTokens: out.Usage.CompletionTokens}, nil
 }
 
 func (h *modelHop) Requests() []*heraldpb.LLMRequest {

@@ -175,3 +175,27 @@ func TestLongSessionAlwaysFitsTheWindow(t *testing.T) {
 	require.Greater(t, compressions, 3)
 	require.True(t, strings.HasPrefix(history[0].Content, "You are Herald."))
 }
+
+// TestSummaryCallSpendIsInTheResult: the result carries what the summary
+// call reported (usage, cost, attempts), so the loop can count it in the
+// turn; a compression that asked no model carries nothing.
+func TestSummaryCallSpendIsInTheResult(t *testing.T) {
+	b := heraldtest.StartBus(t)
+	startModelHop(t, b, func(*scripted.Request) scripted.Reply {
+		return scripted.Reply{Content: modelSummary, Usage: &scripted.Usage{PromptTokens: 4321, CompletionTokens: 123}}
+	})
+	startService(t, b, modelConfig())
+	res := request(t, b, &heraldpb.CompressRequest{RequestId: "sp1", SessionId: "s1", Messages: agentHistory("g", 60, 3000),
+		ContextWindow: 60_000, Reason: ReasonOverflow})
+	require.Len(t, summaries(res.Messages), 1)
+	require.Equal(t, int64(4321), res.GetSummaryUsage().GetInputTokens())
+	require.Equal(t, int64(123), res.GetSummaryUsage().GetOutputTokens())
+	require.InDelta(t, (4321*1+123*2)/1e6, res.SummaryCostUsd, 1e-12)
+	require.Equal(t, int32(1), res.SummaryApiCalls)
+
+	pruneOnly := request(t, b, &heraldpb.CompressRequest{RequestId: "sp2", SessionId: "s2", Messages: agentHistory("g", 60, 3000),
+		ContextWindow: 1_000_000})
+	require.Nil(t, pruneOnly.SummaryUsage, "no summary call, nothing spent")
+	require.Zero(t, pruneOnly.SummaryCostUsd)
+	require.Zero(t, pruneOnly.SummaryApiCalls)
+}

@@ -129,11 +129,14 @@ func (s *Service) handleCompressResult(ctx context.Context, msg jetstream.Msg) e
 func (s *Service) onCompressed(t *txn, res *heraldpb.CompressResult) error {
 	st := t.st
 	p := st.Pending
+	// Only this transition consumes the result (a redelivery finds the
+	// session moved on), so the summary call is counted once.
+	st.accountSummary(res)
 	if res.Error != "" || len(res.Messages) == 0 {
 		st.NoCompress = true
 		t.event(proto.Event{Type: proto.EventCompression, Status: "failed", RequestID: res.RequestId,
 			Message: "compression failed, continuing without it: " + res.Error})
-		return s.sendModelRequest(t, p.Scaffold, requestKind(p.Resume))
+		return s.afterCompression(t, p)
 	}
 	st.Compressions++
 	saved := 0.0
@@ -155,12 +158,37 @@ func (s *Service) onCompressed(t *txn, res *heraldpb.CompressResult) error {
 		t.event(proto.Event{Type: proto.EventCompression, Status: "stopped",
 			Message: "compression no longer saves enough (two in a row under 10%); start a new session to continue comfortably"})
 	}
+	return s.afterCompression(t, p)
+}
+
+// afterCompression sends the model request that waited for the compression,
+// unless the summary call used up the turn's money budget.
+func (s *Service) afterCompression(t *txn, p *Pending) error {
+	st := t.st
+	if st.MaxCostUSD > 0 && st.CostUSD >= st.MaxCostUSD {
+		return s.finish(t, proto.ExitBudgetExhausted, moneySpent(st, t.history()), "")
+	}
 	if p.Reason != reasonOverflow && s.needsCompression(t, s.wireToolsFor(st, p.Grace)) {
 		// Pruning alone left a history that is still too big on the wire
 		// (many small messages): summarise the middle this time.
 		return s.requestCompression(t, p.Scaffold, requestKind(p.Resume), reasonOverflow)
 	}
 	return s.sendModelRequest(t, p.Scaffold, requestKind(p.Resume))
+}
+
+// accountSummary adds what a compression's summary call spent to the turn
+// and the session, like any model call of the turn.
+func (st *State) accountSummary(res *heraldpb.CompressResult) {
+	st.APICalls += int(res.SummaryApiCalls)
+	st.CostUSD += res.SummaryCostUsd
+	st.SessionCostUSD += res.SummaryCostUsd
+	if u := res.SummaryUsage; u != nil {
+		st.Usage.InputTokens += u.InputTokens
+		st.Usage.OutputTokens += u.OutputTokens
+		st.Usage.CacheReadTokens += u.CacheReadTokens
+		st.Usage.CacheWriteTokens += u.CacheWriteTokens
+		st.Usage.ReasoningTokens += u.ReasoningTokens
+	}
 }
 
 // classifyCompress tells an early compression result from a stale one.
