@@ -5,7 +5,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 run() { echo "== $*"; go test -run '^$' "$@" 2>&1 | grep -E '^(Benchmark|ok|FAIL|---)' ; }
-run -bench 'BenchmarkStep' -benchtime 30x ./services/herald/e2e/
+# issue 14's aims: CPU and bytes per step, step overhead, many sessions at 200 ms
+run -bench 'BenchmarkStepCPU' -benchtime 3x ./services/herald/e2e/
+run -bench 'BenchmarkStepBytes' -benchtime 1x ./services/herald/e2e/
+run -bench 'BenchmarkStepOverhead' -benchtime 20x ./services/herald/e2e/
+run -bench 'BenchmarkStepThroughBus|BenchmarkStepInProcess' -benchtime 30x ./services/herald/e2e/
 run -bench 'BenchmarkConcurrentSessions' -benchtime 1x -timeout 30m ./services/herald/e2e/
 run -bench 'BenchmarkSustainedLoad' -benchtime 1x -timeout 30m ./services/herald/e2e/
 run -bench 'BenchmarkGatewayAddedLatency' ./services/gateway/

@@ -340,6 +340,9 @@ type LLMRequest struct {
 	// primary (the loop asks after repeated empty responses).
 	PreferFallback bool  `protobuf:"varint,16,opt,name=prefer_fallback,json=preferFallback,proto3" json:"prefer_fallback,omitempty"`
 	Turn           int32 `protobuf:"varint,17,opt,name=turn,proto3" json:"turn,omitempty"`
+	// history, when set, is the start of the conversation: the model sees the
+	// referred transcript messages first, then messages (see TranscriptRef).
+	History *TranscriptRef `protobuf:"bytes,240,opt,name=history,proto3" json:"history,omitempty"`
 	// bound_tenant: the tenant the session is bound to (herald.tasks.<tenant>);
 	// its progress events are also published under herald.tenant.<tenant>.
 	BoundTenant   string `protobuf:"bytes,180,opt,name=bound_tenant,json=boundTenant,proto3" json:"bound_tenant,omitempty"`
@@ -494,6 +497,13 @@ func (x *LLMRequest) GetTurn() int32 {
 		return x.Turn
 	}
 	return 0
+}
+
+func (x *LLMRequest) GetHistory() *TranscriptRef {
+	if x != nil {
+		return x.History
+	}
+	return nil
 }
 
 func (x *LLMRequest) GetBoundTenant() string {
@@ -1632,6 +1642,87 @@ func (x *TranscriptEntry) GetDeleted() bool {
 	return false
 }
 
+// TranscriptRef refers an LLM request to the start of a session's
+// transcript log instead of carrying it: messages 0 .. from-1 are read from
+// the log (or a reader's cache of it), messages from .. from+len(entries)-1
+// travel in entries, exactly as stored. The chain hashes (TranscriptEntry.
+// chain) let the reader verify both parts before it uses them.
+type TranscriptRef struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	LogId         string                 `protobuf:"bytes,1,opt,name=log_id,json=logId,proto3" json:"log_id,omitempty"` // the session id, or the child log a compression started
+	From          int32                  `protobuf:"varint,2,opt,name=from,proto3" json:"from,omitempty"`
+	FromChain     uint64                 `protobuf:"varint,3,opt,name=from_chain,json=fromChain,proto3" json:"from_chain,omitempty"` // chain through message from-1; 0 when from is 0
+	Entries       []*ChatMessage         `protobuf:"bytes,4,rep,name=entries,proto3" json:"entries,omitempty"`
+	Chain         uint64                 `protobuf:"varint,5,opt,name=chain,proto3" json:"chain,omitempty"` // chain through the last of entries
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TranscriptRef) Reset() {
+	*x = TranscriptRef{}
+	mi := &file_herald_v1_herald_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TranscriptRef) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TranscriptRef) ProtoMessage() {}
+
+func (x *TranscriptRef) ProtoReflect() protoreflect.Message {
+	mi := &file_herald_v1_herald_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TranscriptRef.ProtoReflect.Descriptor instead.
+func (*TranscriptRef) Descriptor() ([]byte, []int) {
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *TranscriptRef) GetLogId() string {
+	if x != nil {
+		return x.LogId
+	}
+	return ""
+}
+
+func (x *TranscriptRef) GetFrom() int32 {
+	if x != nil {
+		return x.From
+	}
+	return 0
+}
+
+func (x *TranscriptRef) GetFromChain() uint64 {
+	if x != nil {
+		return x.FromChain
+	}
+	return 0
+}
+
+func (x *TranscriptRef) GetEntries() []*ChatMessage {
+	if x != nil {
+		return x.Entries
+	}
+	return nil
+}
+
+func (x *TranscriptRef) GetChain() uint64 {
+	if x != nil {
+		return x.Chain
+	}
+	return 0
+}
+
 var File_herald_v1_herald_proto protoreflect.FileDescriptor
 
 const file_herald_v1_herald_proto_rawDesc = "" +
@@ -1660,7 +1751,7 @@ const file_herald_v1_herald_proto_rawDesc = "" +
 	"\routput_tokens\x18\x02 \x01(\x03R\foutputTokens\x12*\n" +
 	"\x11cache_read_tokens\x18\x03 \x01(\x03R\x0fcacheReadTokens\x12,\n" +
 	"\x12cache_write_tokens\x18\x04 \x01(\x03R\x10cacheWriteTokens\x12)\n" +
-	"\x10reasoning_tokens\x18\x05 \x01(\x03R\x0freasoningTokens\"\xd3\x04\n" +
+	"\x10reasoning_tokens\x18\x05 \x01(\x03R\x0freasoningTokens\"\x88\x05\n" +
 	"\n" +
 	"LLMRequest\x12\x1d\n" +
 	"\n" +
@@ -1683,7 +1774,8 @@ const file_herald_v1_herald_proto_rawDesc = "" +
 	"\tspent_usd\x18\x0e \x01(\x01R\bspentUsd\x12*\n" +
 	"\x11parent_session_id\x18\x0f \x01(\tR\x0fparentSessionId\x12'\n" +
 	"\x0fprefer_fallback\x18\x10 \x01(\bR\x0epreferFallback\x12\x12\n" +
-	"\x04turn\x18\x11 \x01(\x05R\x04turn\x12\"\n" +
+	"\x04turn\x18\x11 \x01(\x05R\x04turn\x123\n" +
+	"\ahistory\x18\xf0\x01 \x01(\v2\x18.herald.v1.TranscriptRefR\ahistory\x12\"\n" +
 	"\fbound_tenant\x18\xb4\x01 \x01(\tR\vboundTenant\"\xa7\x04\n" +
 	"\vLLMResponse\x12\x1d\n" +
 	"\n" +
@@ -1826,7 +1918,14 @@ const file_herald_v1_herald_proto_rawDesc = "" +
 	"\n" +
 	"prev_chain\x18\a \x01(\x04R\tprevChain\x12\x17\n" +
 	"\x06tenant\x18\xb4\x01 \x01(\tR\x06tenant\x12\x19\n" +
-	"\adeleted\x18\xc8\x01 \x01(\bR\adeletedB,Z*github.com/heraldrun/herald/proto/heraldpbb\x06proto3"
+	"\adeleted\x18\xc8\x01 \x01(\bR\adeleted\"\xa1\x01\n" +
+	"\rTranscriptRef\x12\x15\n" +
+	"\x06log_id\x18\x01 \x01(\tR\x05logId\x12\x12\n" +
+	"\x04from\x18\x02 \x01(\x05R\x04from\x12\x1d\n" +
+	"\n" +
+	"from_chain\x18\x03 \x01(\x04R\tfromChain\x120\n" +
+	"\aentries\x18\x04 \x03(\v2\x16.herald.v1.ChatMessageR\aentries\x12\x14\n" +
+	"\x05chain\x18\x05 \x01(\x04R\x05chainB,Z*github.com/heraldrun/herald/proto/heraldpbb\x06proto3"
 
 var (
 	file_herald_v1_herald_proto_rawDescOnce sync.Once
@@ -1840,7 +1939,7 @@ func file_herald_v1_herald_proto_rawDescGZIP() []byte {
 	return file_herald_v1_herald_proto_rawDescData
 }
 
-var file_herald_v1_herald_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_herald_v1_herald_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_herald_v1_herald_proto_goTypes = []any{
 	(*ToolCall)(nil),        // 0: herald.v1.ToolCall
 	(*ChatMessage)(nil),     // 1: herald.v1.ChatMessage
@@ -1855,24 +1954,27 @@ var file_herald_v1_herald_proto_goTypes = []any{
 	(*UsageEvent)(nil),      // 10: herald.v1.UsageEvent
 	(*ToolEvent)(nil),       // 11: herald.v1.ToolEvent
 	(*TranscriptEntry)(nil), // 12: herald.v1.TranscriptEntry
+	(*TranscriptRef)(nil),   // 13: herald.v1.TranscriptRef
 }
 var file_herald_v1_herald_proto_depIdxs = []int32{
 	0,  // 0: herald.v1.ChatMessage.tool_calls:type_name -> herald.v1.ToolCall
 	1,  // 1: herald.v1.LLMRequest.messages:type_name -> herald.v1.ChatMessage
 	2,  // 2: herald.v1.LLMRequest.tools:type_name -> herald.v1.ToolSpec
-	1,  // 3: herald.v1.LLMResponse.message:type_name -> herald.v1.ChatMessage
-	3,  // 4: herald.v1.LLMResponse.usage:type_name -> herald.v1.Usage
-	3,  // 5: herald.v1.ToolResult.usage:type_name -> herald.v1.Usage
-	1,  // 6: herald.v1.CompressRequest.messages:type_name -> herald.v1.ChatMessage
-	1,  // 7: herald.v1.CompressResult.messages:type_name -> herald.v1.ChatMessage
-	3,  // 8: herald.v1.CompressResult.summary_usage:type_name -> herald.v1.Usage
-	3,  // 9: herald.v1.UsageEvent.usage:type_name -> herald.v1.Usage
-	1,  // 10: herald.v1.TranscriptEntry.message:type_name -> herald.v1.ChatMessage
-	11, // [11:11] is the sub-list for method output_type
-	11, // [11:11] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	13, // 3: herald.v1.LLMRequest.history:type_name -> herald.v1.TranscriptRef
+	1,  // 4: herald.v1.LLMResponse.message:type_name -> herald.v1.ChatMessage
+	3,  // 5: herald.v1.LLMResponse.usage:type_name -> herald.v1.Usage
+	3,  // 6: herald.v1.ToolResult.usage:type_name -> herald.v1.Usage
+	1,  // 7: herald.v1.CompressRequest.messages:type_name -> herald.v1.ChatMessage
+	1,  // 8: herald.v1.CompressResult.messages:type_name -> herald.v1.ChatMessage
+	3,  // 9: herald.v1.CompressResult.summary_usage:type_name -> herald.v1.Usage
+	3,  // 10: herald.v1.UsageEvent.usage:type_name -> herald.v1.Usage
+	1,  // 11: herald.v1.TranscriptEntry.message:type_name -> herald.v1.ChatMessage
+	1,  // 12: herald.v1.TranscriptRef.entries:type_name -> herald.v1.ChatMessage
+	13, // [13:13] is the sub-list for method output_type
+	13, // [13:13] is the sub-list for method input_type
+	13, // [13:13] is the sub-list for extension type_name
+	13, // [13:13] is the sub-list for extension extendee
+	0,  // [0:13] is the sub-list for field type_name
 }
 
 func init() { file_herald_v1_herald_proto_init() }
@@ -1886,7 +1988,7 @@ func file_herald_v1_herald_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_herald_v1_herald_proto_rawDesc), len(file_herald_v1_herald_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   13,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -26,6 +26,9 @@ func (s *Service) handle(ctx context.Context, msg jetstream.Msg) error {
 	if err := bus.Decode(msg.Data(), req); err != nil {
 		return err
 	}
+	if err := s.histories.resolve(ctx, req); err != nil {
+		return err
+	}
 	if err := validateRequest(req); err != nil {
 		return bus.Permanent(err)
 	}

@@ -34,6 +34,7 @@ type Service struct {
 	spend     *tenantSpend
 	hooks     *hooks.Client
 	staleReqs *staleRequests
+	histories *histories
 	counters  counters
 
 	mu       sync.Mutex
@@ -67,6 +68,7 @@ func New(cfg Config, deps service.Deps) (*Service, error) {
 	s.spend = newTenantSpend(deps.JS, cfg.TenantBudgetsUSD)
 	s.hooks = hooks.New(deps.NC, hooks.Config{}, s.log)
 	s.staleReqs = &staleRequests{js: deps.JS}
+	s.histories = newHistories(deps.JS)
 	return s, nil
 }
 

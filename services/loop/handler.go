@@ -135,7 +135,11 @@ func (s *Service) sendModelRequest(t *txn, scaffold []scaffoldMsg, kind requestK
 	req := s.llmRequest(t, reqID, scaffold, grace)
 	call := llmCallOf(st, t.history())
 	t.effect(func(ctx context.Context, b *bus.Batch) {
-		b.Proto(ctx, bus.LLMRequest(st.SessionID), reqID, s.withHookContext(ctx, call, req))
+		out := s.withHookContext(ctx, call, req)
+		// split off the transcript as sent (after any hook edited it) and
+		// refer to it; st is committed after this runs
+		out.History, out.Messages = t.transcriptRef(sameValues(out.Messages, req.Messages))
+		b.Proto(ctx, bus.LLMRequest(st.SessionID), reqID, out)
 	})
 	t.state(proto.StateThinking)
 	return nil

@@ -126,6 +126,9 @@ type State struct {
 	// (<sid>-c<n>); Logs are the earlier ones, oldest first.
 	LogSID string   `json:"log_sid,omitempty"`
 	Logs   []string `json:"logs,omitempty"`
+	// SentRef is how much of the transcript the last model request covered:
+	// the next request carries only the entries after it (see ref.go).
+	SentRef *SentRef `json:"sent_ref,omitempty"`
 	// Trace is the current turn's span as a W3C traceparent, TraceParent
 	// the span id it hangs under (see telemetry.NewTurn); empty when the
 	// turn's loop exported no traces.

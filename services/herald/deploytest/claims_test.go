@@ -39,6 +39,7 @@ func TestPayloadsOverMaxPayloadPassUnderEachUser(t *testing.T) {
 		{"compressor", "loop", bus.StreamCompressResults, bus.CompressResult("s-big")},
 		{"loop", "client", bus.StreamSessions, bus.SessionResult("s-big")},
 		{"loop", "memory", bus.StreamSessions, bus.SessionLog("s-big")},
+		{"loop", "gateway", bus.StreamSessions, bus.SessionLog("s-big")},
 		{"client", "loop", bus.StreamTasks, bus.TasksSubject},
 		{"gateway", "accounting", bus.StreamUsage, bus.UsageSubject("acme")},
 		{"memory", "accounting", bus.StreamToolEvents, bus.ToolEventSubject("acme")},
