@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/heraldrun/herald/pkg/telemetry"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 )
@@ -16,6 +17,8 @@ import (
 const (
 	pullExpiry    = 10 * time.Second
 	pullHeartbeat = 2 * time.Second
+	// pullRetryDelay spaces pulls the server refuses (a deleted consumer).
+	pullRetryDelay = 250 * time.Millisecond
 	// pullers caps the pull requests a worker keeps open at once.
 	pullers = 4
 )
@@ -86,7 +89,8 @@ type Worker struct {
 	js      jetstream.JetStream
 	handler Handler
 	log     zerolog.Logger
-	pulls   []jetstream.MessagesContext
+	// stopPulls ends the pull requests waiting for a message.
+	stopPulls context.CancelFunc
 	// idle holds a token for each handler free to take a message.
 	idle     chan struct{}
 	stopping chan struct{}
@@ -112,31 +116,30 @@ func StartWorker(ctx context.Context, js jetstream.JetStream, spec ConsumerSpec,
 		w.idle <- struct{}{}
 	}
 	w.unwatch = telemetry.WatchConsumer(spec.Stream, spec.Durable, backlog(cons))
+	pulling, stopPulls := context.WithCancel(context.WithoutCancel(ctx))
+	w.stopPulls = stopPulls
 	for range min(spec.Concurrency, pullers) {
-		// Short pulls with frequent heartbeats notice a restarted or
-		// failed-over server within seconds rather than the client's
-		// default half-minute; one message per pull: see pull.
-		iter, err := cons.Messages(jetstream.PullMaxMessages(1),
-			jetstream.PullExpiry(pullExpiry), jetstream.PullHeartbeat(pullHeartbeat))
-		if err != nil {
-			_ = w.Stop(ctx)
-			return nil, fmt.Errorf("consume %s: %w", spec.Durable, err)
-		}
-		w.pulls = append(w.pulls, iter)
 		w.wg.Add(1)
-		go w.pull(handling, iter)
+		go w.pull(handling, pulling, cons)
 	}
 	return w, nil
 }
 
-// pull asks for the next message only once a handler is free for it. The
-// iterator parks what the server sends in a small buffer that drops on
-// overflow; asked for more than the free handlers can take, it filled with
-// heartbeats while they were busy and then dropped a message, which came back
-// only after AckWait (30 s for the tool runner) — the stall sessions showed
-// after a server restart. Asking for one message at a time, with a handler
-// reserved, leaves no pull request open while the handlers are busy.
-func (w *Worker) pull(handling context.Context, iter jetstream.MessagesContext) {
+// pull asks for the next message only once a handler is free for it, one
+// pull request of one message at a time, so no message waits in a client
+// buffer while the handlers are busy: a buffer the client drops from on
+// overflow once held a message until AckWait (30 s for the tool runner).
+//
+// Each pull is its own request (Fetch), answered by a message, the server's
+// timeout or two missed heartbeats. The client's message iterator, asked
+// for one message at a time, sometimes never sent the next request: it skips
+// one while it is still sending the previous one, and a message answering
+// that previous request quickly (a backlog, a busy shared connection) ends
+// it before it is done, so the worker sat idle beside a full stream until
+// two heartbeats were missed, ~4 s (TestWorkerNeverLosesAPullOverABacklog).
+// Short pulls with frequent heartbeats notice a restarted or failed-over
+// server within seconds rather than the client's default half-minute.
+func (w *Worker) pull(handling, pulling context.Context, cons jetstream.Consumer) {
 	defer w.wg.Done()
 	for {
 		select {
@@ -144,13 +147,19 @@ func (w *Worker) pull(handling context.Context, iter jetstream.MessagesContext) 
 		case <-w.stopping:
 			return
 		}
-		msg, err := iter.Next()
-		if err != nil {
+		msg, err := fetchOne(pulling, cons)
+		if msg == nil {
 			w.idle <- struct{}{}
-			if errors.Is(err, jetstream.ErrMsgIteratorClosed) {
+			if pulling.Err() != nil || errors.Is(err, nats.ErrConnectionClosed) {
 				return
 			}
-			w.pullFailed(err)
+			if err != nil && !w.pullFailed(err) {
+				select {
+				case <-time.After(pullRetryDelay):
+				case <-w.stopping:
+					return
+				}
+			}
 			continue
 		}
 		w.wg.Add(1)
@@ -161,13 +170,36 @@ func (w *Worker) pull(handling context.Context, iter jetstream.MessagesContext) 
 	}
 }
 
-func (w *Worker) pullFailed(err error) {
+// fetchOne asks the server for one message and waits for it, for the
+// server's timeout (nil, nil) or for two missed heartbeats.
+func fetchOne(pulling context.Context, cons jetstream.Consumer) (jetstream.Msg, error) {
+	ctx, cancel := context.WithTimeout(pulling, pullExpiry)
+	defer cancel()
+	batch, err := cons.Fetch(1, jetstream.FetchContext(ctx), jetstream.FetchHeartbeat(pullHeartbeat))
+	if err != nil {
+		return nil, err
+	}
+	for msg := range batch.Messages() {
+		// A message that came as the pull was stopped is handled all the
+		// same: a handler is reserved for it.
+		return msg, nil
+	}
+	if err := batch.Error(); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		return nil, err
+	}
+	return nil, nil
+}
+
+// pullFailed logs a failed pull; it reports whether pulling again at once is
+// right.
+func (w *Worker) pullFailed(err error) bool {
 	if errors.Is(err, jetstream.ErrNoHeartbeat) {
-		// The server forgot the pull request (a restart); Next pulls again.
+		// The server forgot the pull request (a restart); pull again.
 		w.log.Debug().Err(err).Msg("pull request lost; pulling again")
-		return
+		return true
 	}
 	w.log.Warn().Err(err).Msg("fetching messages failed; retrying")
+	return false
 }
 
 func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
@@ -263,9 +295,7 @@ func (w *Worker) Stop(ctx context.Context) error {
 	w.once.Do(func() {
 		w.unwatch()
 		close(w.stopping)
-		for _, iter := range w.pulls {
-			iter.Drain()
-		}
+		w.stopPulls()
 	})
 	done := make(chan struct{})
 	go func() { w.wg.Wait(); close(done) }()
