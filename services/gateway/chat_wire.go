@@ -1,8 +1,6 @@
 package gateway
 
 import (
-	"bytes"
-	"crypto/rand"
 	"encoding/json"
 	"strings"
 	"sync"
@@ -221,30 +219,17 @@ func (e *chatEncoder) spliced(call modelCall) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	at := bytes.Index(frame, spliceSentinelJSON)
-	if at < 0 || bytes.Index(frame[at+len(spliceSentinelJSON):], spliceSentinelJSON) >= 0 {
-		return json.Marshal(e.params(call)) // the sentinel is not found once: encode it whole
-	}
 	marks := cacheMarks(call)
 	parts := make([][]byte, len(call.messages))
-	size := len(frame)
 	for i, m := range call.messages {
-		b, err := e.message(call, i, m, marks[i])
-		if err != nil {
+		if parts[i], err = e.message(call, i, m, marks[i]); err != nil {
 			return nil, err
 		}
-		parts[i] = b
-		size += len(b) + 1
 	}
-	out := make([]byte, 0, size)
-	out = append(out, frame[:at]...)
-	for i, b := range parts {
-		if i > 0 {
-			out = append(out, ',')
-		}
-		out = append(out, b...)
+	if body, ok := splice(frame, chatSentinelJSON, parts); ok {
+		return body, nil
 	}
-	return append(out, frame[at+len(spliceSentinelJSON):]...), nil
+	return json.Marshal(e.params(call)) // the sentinel is not there once: encode it whole
 }
 
 // message is the encoding of call.messages[i]; marked sends it with a
@@ -267,14 +252,4 @@ func (e *chatEncoder) message(call modelCall, i int, m *heraldpb.ChatMessage, ma
 	return b, nil
 }
 
-// spliceSentinel stands in for the messages of a body being built; it is
-// random so no request holds it by chance (and spliced checks it does not).
-var spliceSentinel = "herald-splice-" + rand.Text()
-
-var spliceSentinelJSON = func() []byte {
-	b, err := json.Marshal(openai.UserMessage(spliceSentinel))
-	if err != nil {
-		panic(err)
-	}
-	return b
-}()
+var chatSentinelJSON = mustJSON(openai.UserMessage(spliceSentinel))

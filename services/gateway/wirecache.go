@@ -1,6 +1,9 @@
 package gateway
 
 import (
+	"bytes"
+	"crypto/rand"
+	"encoding/json"
 	"sync"
 )
 
@@ -43,4 +46,44 @@ func newWireSlots(n int) []*wireSlot {
 		out[i] = &wireSlot{}
 	}
 	return out
+}
+
+// splice replaces the one sentinel element in frame (an array holding only
+// it) by parts joined with commas; an empty part adds nothing. It is false
+// when the sentinel is not in frame exactly once.
+func splice(frame, sentinel []byte, parts [][]byte) ([]byte, bool) {
+	at := bytes.Index(frame, sentinel)
+	if at < 0 || bytes.Contains(frame[at+len(sentinel):], sentinel) {
+		return nil, false
+	}
+	size := len(frame)
+	for _, b := range parts {
+		size += len(b) + 1
+	}
+	out := make([]byte, 0, size)
+	out = append(out, frame[:at]...)
+	first := true
+	for _, b := range parts {
+		if len(b) == 0 {
+			continue
+		}
+		if !first {
+			out = append(out, ',')
+		}
+		out, first = append(out, b...), false
+	}
+	return append(out, frame[at+len(sentinel):]...), true
+}
+
+// spliceSentinel is the text of the element a body is first encoded with in
+// place of its history; it is random so no request holds it by chance (and
+// splice checks that none does).
+var spliceSentinel = "herald-splice-" + rand.Text()
+
+func mustJSON(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return b
 }

@@ -42,52 +42,68 @@ func randomMessage(r *rand.Rand) *heraldpb.ChatMessage {
 	return m
 }
 
-// TestSplicedChatBodiesMatchWhole runs randomized sessions through every
-// profile: each step's body, spliced from the messages kept encoded in the
-// history's wire slots, must be byte for byte the body encoded whole.
-func TestSplicedChatBodiesMatchWhole(t *testing.T) {
+// splicingEncoder is an encoder that splices kept message encodings, with
+// the body it builds without them.
+type splicingEncoder interface {
+	requestEncoder
+	whole(call modelCall) ([]byte, error)
+}
+
+func (e *chatEncoder) whole(call modelCall) ([]byte, error) { return json.Marshal(e.params(call)) }
+
+// TestSplicedBodiesMatchWhole runs randomized sessions through every
+// profile in each API mode that splices: each step's body, spliced from the
+// messages kept encoded in the history's wire slots, must be byte for byte
+// the body encoded whole.
+func TestSplicedBodiesMatchWhole(t *testing.T) {
 	names := make([]string, 0, len(builtinProfiles))
 	for n := range builtinProfiles {
 		names = append(names, n)
 	}
 	sort.Strings(names)
-	tools := []*heraldpb.ToolSpec{{Name: "read_file", Description: "Read <a> file & more", ParametersJson: `{"type":"object","properties":{"path":{"type":"string"}}}`}}
-	spliced := 0
-	for _, name := range names {
-		for seed := uint64(0); seed < 12; seed++ {
-			r := rand.New(rand.NewPCG(seed, 14))
-			e := &chatEncoder{profile: builtinProfiles[name]}
-			model := []string{"gpt-4.1", "anthropic/claude-sonnet-4", "mistral-large", "deepseek-reasoner"}[seed%4]
-			var history []*heraldpb.ChatMessage
-			var wire []*wireSlot
-			for step := 0; step < 8; step++ {
-				for n := 1 + r.IntN(3); n > 0; n-- {
-					history = append(history, randomMessage(r))
-				}
-				if r.IntN(6) == 0 {
-					wire = newWireSlots(len(history)) // the history was read again from the log
-				} else {
-					wire = append(wire, newWireSlots(len(history)-len(wire))...)
-				}
-				msgs := append(append([]*heraldpb.ChatMessage{}, history...), randomMessage(r))
-				call := modelCall{model: model, messages: msgs, tools: tools, maxOut: int64(r.IntN(3) * 4096), stream: r.IntN(2) == 0, wire: wire}
-				want, err := json.Marshal(e.params(call))
-				require.NoError(t, err)
-				got, err := e.encode(call)
-				require.NoError(t, err)
-				require.Equal(t, string(want), string(got), "profile %s, seed %d, step %d", name, seed, step)
-				spliced++
-			}
-			kept := 0
-			for _, s := range wire {
-				if _, ok := s.get(e); ok {
-					kept++
-				}
-			}
-			require.Greater(t, kept, 0, "profile %s, seed %d: no message was kept encoded", name, seed)
-		}
+	modes := map[string]func(Profile) splicingEncoder{
+		ModeChatCompletions: func(p Profile) splicingEncoder { return &chatEncoder{profile: p} },
+		ModeCodexResponses:  func(p Profile) splicingEncoder { return &responsesEncoder{profile: p} },
 	}
-	require.Greater(t, spliced, 100)
+	tools := []*heraldpb.ToolSpec{{Name: "read_file", Description: "Read <a> file & more", ParametersJson: `{"type":"object","properties":{"path":{"type":"string"}}}`}}
+	for mode, newEncoder := range modes {
+		spliced := 0
+		for _, name := range names {
+			for seed := uint64(0); seed < 12; seed++ {
+				r := rand.New(rand.NewPCG(seed, 14))
+				e := newEncoder(builtinProfiles[name])
+				model := []string{"gpt-4.1", "anthropic/claude-sonnet-4", "mistral-large", "deepseek-reasoner"}[seed%4]
+				var history []*heraldpb.ChatMessage
+				var wire []*wireSlot
+				for step := 0; step < 8; step++ {
+					for n := 1 + r.IntN(3); n > 0; n-- {
+						history = append(history, randomMessage(r))
+					}
+					if r.IntN(6) == 0 {
+						wire = newWireSlots(len(history)) // the history was read again from the log
+					} else {
+						wire = append(wire, newWireSlots(len(history)-len(wire))...)
+					}
+					msgs := append(append([]*heraldpb.ChatMessage{}, history...), randomMessage(r))
+					call := modelCall{model: model, messages: msgs, tools: tools, maxOut: int64(r.IntN(3) * 4096), stream: r.IntN(2) == 0, wire: wire}
+					want, err := e.whole(call)
+					require.NoError(t, err)
+					got, err := e.encode(call)
+					require.NoError(t, err)
+					require.Equal(t, string(want), string(got), "%s, profile %s, seed %d, step %d", mode, name, seed, step)
+					spliced++
+				}
+				kept := 0
+				for _, s := range wire {
+					if _, ok := s.get(e); ok {
+						kept++
+					}
+				}
+				require.Greater(t, kept, 0, "%s, profile %s, seed %d: no message was kept encoded", mode, name, seed)
+			}
+		}
+		require.Greater(t, spliced, 100, mode)
+	}
 }
 
 // TestSplicedBodyReusesKeptBytes: a message's kept encoding is what later
