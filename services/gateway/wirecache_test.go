@@ -34,7 +34,8 @@ func randomMessage(r *rand.Rand) *heraldpb.ChatMessage {
 		}
 		for n := r.IntN(3); n > 0; n-- {
 			id := []string{"call_" + fmt.Sprint(r.IntN(1000)), "abcDEF123", "", randomText(r)}[r.IntN(4)]
-			m.ToolCalls = append(m.ToolCalls, &heraldpb.ToolCall{Id: id, Name: "read_file", Arguments: randomText(r)})
+			args := []string{randomText(r), `{ "path" : "<a&b>.txt" }`, `{"n":1e3,"s":"\u2028é"}`, `[1]`, `null`}[r.IntN(5)]
+			m.ToolCalls = append(m.ToolCalls, &heraldpb.ToolCall{Id: id, Name: "read_file", Arguments: args})
 		}
 	case "tool":
 		m.ToolCallId = []string{"call_1", "abcDEF123", randomText(r)}[r.IntN(3)]
@@ -62,12 +63,13 @@ func TestSplicedBodiesMatchWhole(t *testing.T) {
 	}
 	sort.Strings(names)
 	modes := map[string]func(Profile) splicingEncoder{
-		ModeChatCompletions: func(p Profile) splicingEncoder { return &chatEncoder{profile: p} },
-		ModeCodexResponses:  func(p Profile) splicingEncoder { return &responsesEncoder{profile: p} },
+		ModeChatCompletions:   func(p Profile) splicingEncoder { return &chatEncoder{profile: p} },
+		ModeCodexResponses:    func(p Profile) splicingEncoder { return &responsesEncoder{profile: p} },
+		ModeAnthropicMessages: func(p Profile) splicingEncoder { return &anthropicEncoder{profile: p} },
 	}
 	tools := []*heraldpb.ToolSpec{{Name: "read_file", Description: "Read <a> file & more", ParametersJson: `{"type":"object","properties":{"path":{"type":"string"}}}`}}
 	for mode, newEncoder := range modes {
-		spliced := 0
+		spliced, kept := 0, 0
 		for _, name := range names {
 			for seed := uint64(0); seed < 12; seed++ {
 				r := rand.New(rand.NewPCG(seed, 14))
@@ -93,16 +95,16 @@ func TestSplicedBodiesMatchWhole(t *testing.T) {
 					require.Equal(t, string(want), string(got), "%s, profile %s, seed %d, step %d", mode, name, seed, step)
 					spliced++
 				}
-				kept := 0
 				for _, s := range wire {
 					if _, ok := s.get(e); ok {
 						kept++
 					}
 				}
-				require.Greater(t, kept, 0, "%s, profile %s, seed %d: no message was kept encoded", mode, name, seed)
 			}
 		}
 		require.Greater(t, spliced, 100, mode)
+		require.Greater(t, 2*kept, spliced, "%s: too few messages were kept encoded", mode)
+		t.Logf("%s: %d bodies compared, %d messages kept encoded at the sessions' ends", mode, spliced, kept)
 	}
 }
 
