@@ -22,7 +22,7 @@ import (
 // are checked against the chain hashes before the model sees them.
 
 // The histories kept, one per session log, are bounded in number and in
-// the bytes of their messages (as protobuf).
+// the bytes of their messages (as protobuf) and of their kept encodings.
 const (
 	maxCachedHistories    = 1024
 	maxCachedHistoryBytes = 256 << 20
@@ -47,6 +47,9 @@ type logHistory struct {
 	chains []uint64
 	sizes  []int // sizes[i]: bytes of msgs[0..i]
 	wire   []*wireSlot
+	// charged is what it counts for in the cache's byte bound: its
+	// messages and their kept encodings when it was kept.
+	charged int
 }
 
 func (c *logHistory) size() int {
@@ -140,24 +143,30 @@ func (h *histories) start(ctx context.Context, log string, n int, chain uint64) 
 }
 
 // remember keeps c as log's history, evicting others (any) to stay within
-// the bounds; a history larger than the byte bound is not kept.
+// the bounds; a history larger than the byte bound is not kept. Its kept
+// encodings count as they are now (those of the step about to be encoded
+// count from the session's next step on).
 func (h *histories) remember(log string, c *logHistory) {
+	c.charged = c.size()
+	for _, s := range c.wire {
+		c.charged += s.bytes()
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if old, ok := h.cache[log]; ok {
-		h.bytes -= old.size()
+		h.bytes -= old.charged
 		delete(h.cache, log)
 	}
-	if c.size() > h.maxBytes {
+	if c.charged > h.maxBytes {
 		return
 	}
 	for k, old := range h.cache {
-		if len(h.cache) < h.maxLogs && h.bytes+c.size() <= h.maxBytes {
+		if len(h.cache) < h.maxLogs && h.bytes+c.charged <= h.maxBytes {
 			break
 		}
-		h.bytes -= old.size()
+		h.bytes -= old.charged
 		delete(h.cache, k)
 	}
 	h.cache[log] = c
-	h.bytes += c.size()
+	h.bytes += c.charged
 }

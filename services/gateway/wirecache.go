@@ -21,6 +21,13 @@ import (
 type wireSlot struct {
 	mu  sync.Mutex
 	enc map[requestEncoder][]byte
+	n   int // bytes in enc
+}
+
+func (s *wireSlot) bytes() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.n
 }
 
 func (s *wireSlot) get(e requestEncoder) ([]byte, bool) {
@@ -36,6 +43,7 @@ func (s *wireSlot) put(e requestEncoder, b []byte) {
 	if s.enc == nil {
 		s.enc = map[requestEncoder][]byte{}
 	}
+	s.n += len(b) - len(s.enc[e])
 	s.enc[e] = b
 }
 
