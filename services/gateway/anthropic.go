@@ -28,7 +28,14 @@ type anthropicClient struct {
 // cap (Claude 3 Haiku and Opus refuse more than 4096).
 type anthropicEncoder struct{ profile Profile }
 
-func (e anthropicEncoder) encode(call modelCall) ([]byte, error) {
+func (e *anthropicEncoder) encode(call modelCall) ([]byte, error) {
+	if len(call.wire) == 0 || len(call.wire) > len(call.messages) {
+		return e.whole(call)
+	}
+	return e.spliced(call)
+}
+
+func (e *anthropicEncoder) whole(call modelCall) ([]byte, error) {
 	body := anthropicBody(call)
 	body.MaxTokens = e.profile.outputLimit(call.model, call.maxOut, defaultMaxTokens)
 	return json.Marshal(body)
@@ -48,7 +55,7 @@ func newAnthropicClient(ep endpoint, hc *http.Client) *anthropicClient {
 	if strings.HasSuffix(ep.baseURL, "/v1") {
 		url = ep.baseURL + "/messages"
 	}
-	return &anthropicClient{ep: ep, hc: hc, url: url, encoder: anthropicEncoder{profile: ep.profile}}
+	return &anthropicClient{ep: ep, hc: hc, url: url, encoder: &anthropicEncoder{profile: ep.profile}}
 }
 
 type anthropicRequest struct {

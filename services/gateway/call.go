@@ -26,6 +26,8 @@ type callRun struct {
 	progress *progress
 	// billed are the usage events being stored, awaited by record.
 	billed []pendingUsage
+	// wire are the encodings of the request's history messages.
+	wire []*wireSlot
 }
 
 func (s *Service) newRun(req *heraldpb.LLMRequest, delivery uint64) *callRun {
@@ -129,7 +131,7 @@ func (r *callRun) ask(ctx context.Context, ep endpoint) (modelAnswer, error) {
 	}
 	streamed := r.req.GetStream()
 	call := modelCall{model: r.modelFor(ep), messages: r.req.GetMessages(), tools: r.req.GetTools(),
-		maxOut: int64(r.req.GetMaxOutputTokens()), stream: streamed && ep.profile.Stream}
+		maxOut: int64(r.req.GetMaxOutputTokens()), stream: streamed && ep.profile.Stream, wire: r.wire}
 	if streamed {
 		call.onDelta = r.progress.delta
 		r.progress.begin(ep.provider, call.model)

@@ -19,13 +19,20 @@ type chatEncoder struct {
 }
 
 func (e *chatEncoder) encode(call modelCall) ([]byte, error) {
-	return json.Marshal(e.params(call))
+	if len(call.wire) == 0 || len(call.wire) > len(call.messages) {
+		return json.Marshal(e.params(call))
+	}
+	return e.spliced(call)
 }
 
 func (e *chatEncoder) params(call modelCall) openai.ChatCompletionNewParams {
+	return e.paramsWith(call, chatMessagesToWire(e.profile.toolIDsFor(call.messages), e.profile.ReasoningEcho, cacheMarks(call)))
+}
+
+func (e *chatEncoder) paramsWith(call modelCall, msgs []openai.ChatCompletionMessageParamUnion) openai.ChatCompletionNewParams {
 	p := openai.ChatCompletionNewParams{
 		Model:    call.model,
-		Messages: chatMessagesToWire(e.profile.toolIDsFor(call.messages), e.profile.ReasoningEcho, cacheMarks(call)),
+		Messages: msgs,
 		Tools:    e.tools.wire(call.tools),
 	}
 	if limit := e.profile.outputLimit(call.model, call.maxOut, 0); limit > 0 {
@@ -199,3 +206,50 @@ func toolParameters(schema string) map[string]any {
 	}
 	return map[string]any{"type": "object", "properties": map[string]any{}}
 }
+
+// spliced is the body json.Marshal(e.params(call)) gives, byte for byte,
+// built from each message's own encoding: the body is encoded with one
+// sentinel message in place of the history, whose bytes are then replaced
+// by the messages' encodings joined by commas (an array's elements are
+// encoded independently of each other and of what surrounds them). A
+// message of the gateway's history that carries no cache marker is encoded
+// once and its bytes kept in its wire slot.
+func (e *chatEncoder) spliced(call modelCall) ([]byte, error) {
+	frame, err := json.Marshal(e.paramsWith(call, []openai.ChatCompletionMessageParamUnion{openai.UserMessage(spliceSentinel)}))
+	if err != nil {
+		return nil, err
+	}
+	marks := cacheMarks(call)
+	parts := make([][]byte, len(call.messages))
+	for i, m := range call.messages {
+		if parts[i], err = e.message(call, i, m, marks[i]); err != nil {
+			return nil, err
+		}
+	}
+	if body, ok := splice(frame, chatSentinelJSON, parts); ok {
+		return body, nil
+	}
+	return json.Marshal(e.params(call)) // the sentinel is not there once: encode it whole
+}
+
+// message is the encoding of call.messages[i]; marked sends it with a
+// cache marker, which only the last few messages carry, so it is not kept.
+func (e *chatEncoder) message(call modelCall, i int, m *heraldpb.ChatMessage, marked bool) ([]byte, error) {
+	keep := i < len(call.wire) && !marked
+	if keep {
+		if b, ok := call.wire[i].get(e); ok {
+			return b, nil
+		}
+	}
+	w := chatMessagesToWire(e.profile.toolIDsFor([]*heraldpb.ChatMessage{m}), e.profile.ReasoningEcho, map[int]bool{0: marked})
+	b, err := json.Marshal(w[0])
+	if err != nil {
+		return nil, err
+	}
+	if keep {
+		call.wire[i].put(e, b)
+	}
+	return b, nil
+}
+
+var chatSentinelJSON = mustJSON(openai.UserMessage(spliceSentinel))

@@ -22,6 +22,9 @@ type modelCall struct {
 	stream   bool
 	// onDelta receives content as it streams (already in arrival order).
 	onDelta func(text string)
+	// wire holds the encodings of messages[:len(wire)], kept with the
+	// gateway's history; nil when the request carried its messages.
+	wire []*wireSlot
 }
 
 // modelAnswer is a provider's answer in the internal format, usage normalised.

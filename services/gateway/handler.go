@@ -26,7 +26,8 @@ func (s *Service) handle(ctx context.Context, msg jetstream.Msg) error {
 	if err := bus.Decode(msg.Data(), req); err != nil {
 		return err
 	}
-	if err := s.histories.resolve(ctx, req); err != nil {
+	wire, err := s.histories.resolve(ctx, req)
+	if err != nil {
 		return err
 	}
 	if err := validateRequest(req); err != nil {
@@ -44,6 +45,7 @@ func (s *Service) handle(ctx context.Context, msg jetstream.Msg) error {
 	callCtx, release := s.inflight.track(ctx, req.GetSessionId())
 	defer release()
 	run := s.newRun(req, delivery)
+	run.wire = wire
 	callCtx, span := telemetry.StartChat(callCtx, req)
 	resp := run.serve(callCtx)
 	telemetry.EndChat(span, resp)

@@ -22,7 +22,7 @@ import (
 // are checked against the chain hashes before the model sees them.
 
 // The histories kept, one per session log, are bounded in number and in
-// the bytes of their messages (as protobuf).
+// the bytes of their messages (as protobuf) and of their kept encodings.
 const (
 	maxCachedHistories    = 1024
 	maxCachedHistoryBytes = 256 << 20
@@ -40,11 +40,16 @@ type histories struct {
 }
 
 // logHistory is the start of a session log: its messages, the chain hash
-// through each and the bytes up to each. No slice is changed once cached.
+// through each, the bytes up to each and each one's provider encodings
+// (wirecache.go). No slice is changed once cached.
 type logHistory struct {
 	msgs   []*heraldpb.ChatMessage
 	chains []uint64
 	sizes  []int // sizes[i]: bytes of msgs[0..i]
+	wire   []*wireSlot
+	// charged is what it counts for in the cache's byte bound: its
+	// messages and their kept encodings when it was kept.
+	charged int
 }
 
 func (c *logHistory) size() int {
@@ -59,22 +64,24 @@ func newHistories(js jetstream.JetStream) *histories {
 }
 
 // resolve puts the history req refers to before its messages, so the rest
-// of the gateway sees the whole conversation, and forgets the reference.
-func (h *histories) resolve(ctx context.Context, req *heraldpb.LLMRequest) error {
+// of the gateway sees the whole conversation, and forgets the reference. It
+// returns the wire slots of the history's messages (the first ones of
+// req.Messages), nil when req carried its messages itself.
+func (h *histories) resolve(ctx context.Context, req *heraldpb.LLMRequest) ([]*wireSlot, error) {
 	ref := req.GetHistory()
 	if ref == nil {
-		return nil
+		return nil, nil
 	}
 	if !proto.IsToken(ref.GetLogId()) {
-		return bus.Permanent(fmt.Errorf("LLM request %s: history log %q is not a valid subject token", req.GetRequestId(), ref.GetLogId()))
+		return nil, bus.Permanent(fmt.Errorf("LLM request %s: history log %q is not a valid subject token", req.GetRequestId(), ref.GetLogId()))
 	}
 	from := int(ref.GetFrom())
 	if from < 0 {
-		return bus.Permanent(fmt.Errorf("LLM request %s: history from %d", req.GetRequestId(), from))
+		return nil, bus.Permanent(fmt.Errorf("LLM request %s: history from %d", req.GetRequestId(), from))
 	}
 	start, err := h.start(ctx, ref.GetLogId(), from, ref.GetFromChain())
 	if err != nil {
-		return fmt.Errorf("LLM request %s: %w", req.GetRequestId(), err)
+		return nil, fmt.Errorf("LLM request %s: %w", req.GetRequestId(), err)
 	}
 	n := from + len(ref.GetEntries())
 	msgs := make([]*heraldpb.ChatMessage, n, n+len(req.GetMessages()))
@@ -82,6 +89,8 @@ func (h *histories) resolve(ctx context.Context, req *heraldpb.LLMRequest) error
 	copy(msgs, start.msgs[:from])
 	copy(chains, start.chains[:from])
 	copy(sizes, start.sizes[:from])
+	wire := newWireSlots(n)
+	copy(wire, start.wire[:min(from, len(start.wire))])
 	chain, size := ref.GetFromChain(), 0
 	if from > 0 {
 		size = sizes[from-1]
@@ -92,13 +101,13 @@ func (h *histories) resolve(ctx context.Context, req *heraldpb.LLMRequest) error
 		msgs[from+i], chains[from+i], sizes[from+i] = m, chain, size
 	}
 	if chain != ref.GetChain() {
-		return bus.Permanent(fmt.Errorf("LLM request %s: the history entries it carries do not match their chain (log %s, messages %d to %d)",
+		return nil, bus.Permanent(fmt.Errorf("LLM request %s: the history entries it carries do not match their chain (log %s, messages %d to %d)",
 			req.GetRequestId(), ref.GetLogId(), from, n-1))
 	}
-	h.remember(ref.GetLogId(), &logHistory{msgs: msgs[:n:n], chains: chains, sizes: sizes})
+	h.remember(ref.GetLogId(), &logHistory{msgs: msgs[:n:n], chains: chains, sizes: sizes, wire: wire})
 	req.Messages = append(msgs, req.GetMessages()...)
 	req.History = nil
-	return nil
+	return wire, nil
 }
 
 // start returns a history holding at least the first n messages of log,
@@ -134,24 +143,30 @@ func (h *histories) start(ctx context.Context, log string, n int, chain uint64) 
 }
 
 // remember keeps c as log's history, evicting others (any) to stay within
-// the bounds; a history larger than the byte bound is not kept.
+// the bounds; a history larger than the byte bound is not kept. Its kept
+// encodings count as they are now (those of the step about to be encoded
+// count from the session's next step on).
 func (h *histories) remember(log string, c *logHistory) {
+	c.charged = c.size()
+	for _, s := range c.wire {
+		c.charged += s.bytes()
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if old, ok := h.cache[log]; ok {
-		h.bytes -= old.size()
+		h.bytes -= old.charged
 		delete(h.cache, log)
 	}
-	if c.size() > h.maxBytes {
+	if c.charged > h.maxBytes {
 		return
 	}
 	for k, old := range h.cache {
-		if len(h.cache) < h.maxLogs && h.bytes+c.size() <= h.maxBytes {
+		if len(h.cache) < h.maxLogs && h.bytes+c.charged <= h.maxBytes {
 			break
 		}
-		h.bytes -= old.size()
+		h.bytes -= old.charged
 		delete(h.cache, k)
 	}
 	h.cache[log] = c
-	h.bytes += c.size()
+	h.bytes += c.charged
 }

@@ -124,7 +124,7 @@ func TestKeptHistoriesStayWithinTheirBounds(t *testing.T) {
 	require.Contains(t, h.cache, "e")
 	total := 0
 	for _, c := range h.cache {
-		total += c.size()
+		total += c.charged
 	}
 	require.LessOrEqual(t, total, 1000)
 	require.Equal(t, total, h.bytes)
@@ -132,7 +132,27 @@ func TestKeptHistoriesStayWithinTheirBounds(t *testing.T) {
 	require.Equal(t, h.cache["e"].size(), 50, "a log's newer history replaces its older one")
 	total = 0
 	for _, c := range h.cache {
-		total += c.size()
+		total += c.charged
 	}
 	require.Equal(t, total, h.bytes)
+}
+
+// A history's kept provider encodings count toward the byte bound.
+func TestKeptEncodingsCountTowardTheBound(t *testing.T) {
+	h := newHistories(nil)
+	h.maxLogs, h.maxBytes = 3, 1000
+	withWire := func(size, encoded int) *logHistory {
+		slot := &wireSlot{}
+		slot.put(&chatEncoder{}, make([]byte, encoded))
+		return &logHistory{msgs: []*heraldpb.ChatMessage{{}}, chains: []uint64{1}, sizes: []int{size}, wire: []*wireSlot{slot}}
+	}
+	h.remember("a", withWire(400, 500))
+	require.Contains(t, h.cache, "a")
+	require.Equal(t, 900, h.bytes)
+	h.remember("b", withWire(400, 700))
+	require.NotContains(t, h.cache, "b", "messages and encodings together are over the bound")
+	h.remember("c", withWire(100, 100))
+	require.Contains(t, h.cache, "c")
+	require.NotContains(t, h.cache, "a", "a was evicted to make room")
+	require.Equal(t, 200, h.bytes)
 }

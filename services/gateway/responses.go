@@ -24,14 +24,75 @@ type responsesClient struct {
 }
 
 func newResponsesClient(ep endpoint, hc *http.Client) *responsesClient {
-	return &responsesClient{ep: ep, client: openai.NewClient(sdkOptions(ep, hc)...), encoder: responsesEncoder{profile: ep.profile}}
+	return &responsesClient{ep: ep, client: openai.NewClient(sdkOptions(ep, hc)...), encoder: &responsesEncoder{profile: ep.profile}}
 }
 
 // responsesEncoder builds Responses API bodies through openai-go's params.
 type responsesEncoder struct{ profile Profile }
 
-func (e responsesEncoder) encode(call modelCall) ([]byte, error) {
-	p := responsesParams(call)
+func (e *responsesEncoder) encode(call modelCall) ([]byte, error) {
+	if len(call.wire) == 0 || len(call.wire) > len(call.messages) {
+		return e.whole(call)
+	}
+	frame, err := json.Marshal(e.params(call, responses.ResponseInputParam{responsesSentinel}))
+	if err != nil {
+		return nil, err
+	}
+	parts := make([][]byte, len(call.messages))
+	items := 0
+	for i, m := range call.messages {
+		if parts[i], err = e.message(call, i, m); err != nil {
+			return nil, err
+		}
+		items += len(parts[i])
+	}
+	if body, ok := splice(frame, responsesSentinelJSON, parts); ok && items > 0 {
+		return body, nil
+	}
+	return e.whole(call) // no input items, or the sentinel is not there once
+}
+
+func (e *responsesEncoder) whole(call modelCall) ([]byte, error) {
+	var items responses.ResponseInputParam
+	for _, m := range call.messages {
+		items = append(items, responsesItems(m)...)
+	}
+	return json.Marshal(e.params(call, items))
+}
+
+// message is the encoding of call.messages[i]'s input items joined by
+// commas (none for a system message), kept in its wire slot when it has one.
+func (e *responsesEncoder) message(call modelCall, i int, m *heraldpb.ChatMessage) ([]byte, error) {
+	keep := i < len(call.wire)
+	if keep {
+		if b, ok := call.wire[i].get(e); ok {
+			return b, nil
+		}
+	}
+	var b []byte
+	for j, item := range responsesItems(m) {
+		enc, err := json.Marshal(item)
+		if err != nil {
+			return nil, err
+		}
+		if j > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, enc...)
+	}
+	if keep {
+		call.wire[i].put(e, b)
+	}
+	return b, nil
+}
+
+var (
+	responsesSentinel     = responses.ResponseInputItemParamOfMessage(spliceSentinel, responses.EasyInputMessageRoleUser)
+	responsesSentinelJSON = mustJSON(responsesSentinel)
+)
+
+func (e *responsesEncoder) params(call modelCall, items responses.ResponseInputParam) responses.ResponseNewParams {
+	p := responsesParams(call, items)
 	p.MaxOutputTokens = param.Opt[int64]{}
 	if limit := e.profile.outputLimit(call.model, call.maxOut, 0); limit > 0 {
 		p.MaxOutputTokens = openai.Int(limit)
@@ -39,7 +100,7 @@ func (e responsesEncoder) encode(call modelCall) ([]byte, error) {
 	if call.stream {
 		p.SetExtraFields(map[string]any{"stream": true})
 	}
-	return json.Marshal(p)
+	return p
 }
 
 func (c *responsesClient) complete(ctx context.Context, call modelCall) (modelAnswer, error) {
@@ -81,27 +142,14 @@ func (c *responsesClient) complete(ctx context.Context, call modelCall) (modelAn
 	return modelAnswer{}, garbage("the stream ended before the response was completed")
 }
 
-func responsesParams(call modelCall) responses.ResponseNewParams {
+// responsesParams is the request with call's system messages as its
+// instructions and items as its input.
+func responsesParams(call modelCall, items responses.ResponseInputParam) responses.ResponseNewParams {
 	p := responses.ResponseNewParams{Model: call.model, Store: openai.Bool(false)}
 	var system []string
-	var items responses.ResponseInputParam
 	for _, m := range call.messages {
-		switch m.GetRole() {
-		case "system":
+		if m.GetRole() == "system" {
 			system = append(system, m.GetContent())
-		case "assistant":
-			if m.GetContent() != "" {
-				items = append(items, responses.ResponseInputItemParamOfMessage(m.GetContent(), responses.EasyInputMessageRoleAssistant))
-			}
-			for _, tc := range m.GetToolCalls() {
-				items = append(items, responses.ResponseInputItemParamOfFunctionCall(tc.GetArguments(), tc.GetId(), tc.GetName()))
-			}
-		case "tool":
-			out := responses.ResponseInputItemParamOfFunctionCallOutput(m.GetContent())
-			out.OfFunctionCallOutput.CallID = openai.String(m.GetToolCallId())
-			items = append(items, out)
-		default:
-			items = append(items, responses.ResponseInputItemParamOfMessage(m.GetContent(), responses.EasyInputMessageRoleUser))
 		}
 	}
 	if len(system) > 0 {
@@ -119,6 +167,29 @@ func responsesParams(call modelCall) responses.ResponseNewParams {
 		p.MaxOutputTokens = openai.Int(call.maxOut)
 	}
 	return p
+}
+
+// responsesItems are the input items of one message; a system message has
+// none (it is part of the instructions).
+func responsesItems(m *heraldpb.ChatMessage) responses.ResponseInputParam {
+	var items responses.ResponseInputParam
+	switch m.GetRole() {
+	case "system":
+	case "assistant":
+		if m.GetContent() != "" {
+			items = append(items, responses.ResponseInputItemParamOfMessage(m.GetContent(), responses.EasyInputMessageRoleAssistant))
+		}
+		for _, tc := range m.GetToolCalls() {
+			items = append(items, responses.ResponseInputItemParamOfFunctionCall(tc.GetArguments(), tc.GetId(), tc.GetName()))
+		}
+	case "tool":
+		out := responses.ResponseInputItemParamOfFunctionCallOutput(m.GetContent())
+		out.OfFunctionCallOutput.CallID = openai.String(m.GetToolCallId())
+		items = append(items, out)
+	default:
+		items = append(items, responses.ResponseInputItemParamOfMessage(m.GetContent(), responses.EasyInputMessageRoleUser))
+	}
+	return items
 }
 
 // responsesAnswer converts output items to the internal message: text from

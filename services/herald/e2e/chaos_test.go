@@ -18,7 +18,6 @@ import (
 	"github.com/heraldrun/herald/pkg/scripted"
 	"github.com/heraldrun/herald/proto"
 	"github.com/heraldrun/herald/proto/heraldpb"
-	"github.com/heraldrun/herald/services/loop"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 	gproto "google.golang.org/protobuf/proto"
@@ -136,10 +135,7 @@ func TestChaosKillsLoseNothing(t *testing.T) {
 		res := results[i]
 		require.Equal(t, proto.ExitTextResponse, res.ExitReason, "session %s: %s", task.SessionID, res.Error)
 		require.Equal(t, "survived: the notes say chaos", res.FinalResponse)
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		_, entries, err := loop.SessionTranscript(ctx, c.JS, task.SessionID)
-		cancel()
-		require.NoError(t, err)
+		entries := committedTranscript(t, c.JS, task.SessionID)
 		var roles []string
 		outcomeUnknown := false
 		for _, e := range entries {

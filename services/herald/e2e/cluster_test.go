@@ -13,7 +13,6 @@ import (
 	"github.com/heraldrun/herald/pkg/embedded"
 	"github.com/heraldrun/herald/pkg/scripted"
 	"github.com/heraldrun/herald/proto"
-	"github.com/heraldrun/herald/services/loop"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
@@ -166,12 +165,8 @@ func TestClusterNodeKilledMidRunSessionsFinish(t *testing.T) {
 		res := waitResult(t, c, task, 3*time.Minute)
 		require.Equal(t, proto.ExitTextResponse, res.ExitReason, "session %d: %s", i, res.Error)
 		require.Equal(t, fmt.Sprintf("answer %d: 1|payload %d", i, i), strings.TrimSpace(res.FinalResponse), "session %d", i)
-		tctx, tcancel := context.WithTimeout(context.Background(), 10*time.Second)
-		_, entries, err := loop.SessionTranscript(tctx, js, task.SessionID)
-		tcancel()
-		require.NoError(t, err)
 		var roles []string
-		for _, e := range entries {
+		for _, e := range committedTranscript(t, js, task.SessionID) {
 			roles = append(roles, e.Message.Role)
 		}
 		require.Equal(t, []string{"system", "user", "assistant", "tool", "assistant", "tool", "assistant", "tool", "assistant"}, roles,

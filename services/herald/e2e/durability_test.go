@@ -14,7 +14,6 @@ import (
 	"github.com/heraldrun/herald/pkg/bus"
 	"github.com/heraldrun/herald/pkg/scripted"
 	"github.com/heraldrun/herald/proto"
-	"github.com/heraldrun/herald/services/loop"
 	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/require"
 )
@@ -49,12 +48,8 @@ func checkUndisturbedOutcome(t *testing.T, c *cluster, workspace string, task pr
 	effects, err := os.ReadFile(filepath.Join(workspace, "effects.log"))
 	require.NoError(t, err)
 	require.Equal(t, 2, strings.Count(string(effects), "effect"), "each terminal call ran exactly once")
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	_, entries, err := loop.SessionTranscript(ctx, c.JS, task.SessionID)
-	require.NoError(t, err)
 	var roles []string
-	for _, e := range entries {
+	for _, e := range committedTranscript(t, c.JS, task.SessionID) {
 		roles = append(roles, e.Message.Role)
 	}
 	require.Equal(t, wantRoles, roles, "no message lost or duplicated in the transcript")

@@ -205,13 +205,11 @@ func (h *H) Result(task proto.Task) (proto.Result, bool) {
 	return res, true
 }
 
-// Transcript returns a session's persisted messages.
+// Transcript returns a session's persisted messages, once its turn is
+// committed.
 func (h *H) Transcript(sid string) []*heraldpb.ChatMessage {
 	h.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	_, entries, err := loop.SessionTranscript(ctx, h.JS, sid)
-	require.NoError(h.t, err)
+	entries := committedTranscript(h.t, h.JS, sid)
 	out := make([]*heraldpb.ChatMessage, len(entries))
 	for i, e := range entries {
 		out[i] = e.Message
@@ -246,4 +244,24 @@ func (h *H) RequestsOf(prompt string) []*scripted.Request {
 		}
 	}
 	return out
+}
+
+// committedTranscript returns a session's transcript once its turn is
+// committed. A turn's result is stored with the final transition's entries,
+// just before that transition's state is committed, so a reader that has
+// seen the result may still find the state before it for a moment.
+func committedTranscript(t testing.TB, js jetstream.JetStream, sid string) []*heraldpb.TranscriptEntry {
+	t.Helper()
+	var entries []*heraldpb.TranscriptEntry
+	require.Eventually(t, func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		st, got, err := loop.SessionTranscript(ctx, js, sid)
+		if err != nil || st.Status != "idle" || st.Pending != nil {
+			return false
+		}
+		entries = got
+		return true
+	}, 20*time.Second, 20*time.Millisecond, "session %s: its turn is committed", sid)
+	return entries
 }
