@@ -163,27 +163,38 @@ func completeLiteral(s string) bool {
 	return s == "true" || s == "false" || s == "null"
 }
 
+// jsonText follows a walk through JSON text byte by byte, knowing whether
+// it is inside a string.
+type jsonText struct{ inStr, esc bool }
+
+// inString takes the next byte and reports whether it belongs to a string,
+// its quotes included.
+func (j *jsonText) inString(c byte) bool {
+	if j.inStr {
+		switch {
+		case j.esc:
+			j.esc = false
+		case c == '\\':
+			j.esc = true
+		case c == '"':
+			j.inStr = false
+		}
+		return true
+	}
+	j.inStr = c == '"'
+	return j.inStr
+}
+
 // removeTrailingCommas drops commas directly before a closing bracket,
 // outside strings.
 func removeTrailingCommas(s string) string {
 	var b strings.Builder
-	inStr, esc := false, false
+	var text jsonText
 	for i := 0; i < len(s); i++ {
 		c := s[i]
-		if inStr {
+		if text.inString(c) {
 			b.WriteByte(c)
-			switch {
-			case esc:
-				esc = false
-			case c == '\\':
-				esc = true
-			case c == '"':
-				inStr = false
-			}
 			continue
-		}
-		if c == '"' {
-			inStr = true
 		}
 		if c == ',' {
 			j := i + 1
@@ -204,24 +215,14 @@ func removeTrailingCommas(s string) string {
 func closeBrackets(s string) string {
 	var b strings.Builder
 	var stack []byte
-	inStr, esc := false, false
+	var text jsonText
 	for i := 0; i < len(s); i++ {
 		c := s[i]
-		if inStr {
+		if text.inString(c) {
 			b.WriteByte(c)
-			switch {
-			case esc:
-				esc = false
-			case c == '\\':
-				esc = true
-			case c == '"':
-				inStr = false
-			}
 			continue
 		}
 		switch c {
-		case '"':
-			inStr = true
 		case '{':
 			stack = append(stack, '}')
 		case '[':
