@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/heraldrun/herald/pkg/bus"
 	"github.com/heraldrun/herald/pkg/config"
 	"github.com/heraldrun/herald/pkg/scripted"
 	"github.com/heraldrun/herald/proto"
@@ -57,25 +58,10 @@ func BenchmarkStepThroughBus(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		task := NewTask(fmt.Sprintf("benchmark run %d", i))
 		task.MaxIterations = steps + 1
-		var mu sync.Mutex
-		var stamps []time.Time
-		sub, err := h.NC.Subscribe("herald.session."+task.SessionID+".events", func(m *nats.Msg) {
-			var ev proto.Event
-			if json.Unmarshal(m.Data, &ev) == nil && ev.Type == proto.EventState && ev.State == proto.StateThinking {
-				mu.Lock()
-				stamps = append(stamps, time.Now())
-				mu.Unlock()
-			}
-		})
-		require.NoError(b, err)
+		stop := watchThinking(b, h.NC, task.SessionID)
 		res := h.Run(task)
 		require.Equal(b, proto.ExitTextResponse, res.ExitReason)
-		_ = sub.Unsubscribe()
-		mu.Lock()
-		for j := 1; j < len(stamps); j++ {
-			all = append(all, stamps[j].Sub(stamps[j-1]))
-		}
-		mu.Unlock()
+		all = append(all, stop()...)
 	}
 	report(b, all)
 }
@@ -159,5 +145,32 @@ func BenchmarkConcurrentSessions(b *testing.B) {
 			}
 			b.ReportMetric(0, "ns/op")
 		})
+	}
+}
+
+// watchThinking records when a session enters THINKING; the func it returns
+// stops watching and gives the intervals between consecutive entries (one
+// per step after the first).
+func watchThinking(b *testing.B, nc *nats.Conn, sid string) func() []time.Duration {
+	var mu sync.Mutex
+	var stamps []time.Time
+	sub, err := nc.Subscribe(bus.SessionEvents(sid), func(m *nats.Msg) {
+		var ev proto.Event
+		if json.Unmarshal(m.Data, &ev) == nil && ev.Type == proto.EventState && ev.State == proto.StateThinking {
+			mu.Lock()
+			stamps = append(stamps, time.Now())
+			mu.Unlock()
+		}
+	})
+	require.NoError(b, err)
+	return func() []time.Duration {
+		require.NoError(b, sub.Unsubscribe())
+		mu.Lock()
+		defer mu.Unlock()
+		var out []time.Duration
+		for j := 1; j < len(stamps); j++ {
+			out = append(out, stamps[j].Sub(stamps[j-1]))
+		}
+		return out
 	}
 }

@@ -361,25 +361,10 @@ func BenchmarkStepOverhead(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		task := NewTask(fmt.Sprintf("overhead %d", i))
 		task.MaxIterations = costSteps + 1
-		var mu sync.Mutex
-		var stamps []time.Time
-		sub, err := h.NC.Subscribe("herald.session."+task.SessionID+".events", func(m *nats.Msg) {
-			var ev proto.Event
-			if json.Unmarshal(m.Data, &ev) == nil && ev.Type == proto.EventState && ev.State == proto.StateThinking {
-				mu.Lock()
-				stamps = append(stamps, time.Now())
-				mu.Unlock()
-			}
-		})
-		require.NoError(b, err)
+		stop := watchThinking(b, h.NC, task.SessionID)
 		res := h.WaitResultOf(task)
 		require.Equal(b, proto.ExitTextResponse, res.ExitReason)
-		require.NoError(b, sub.Unsubscribe())
-		mu.Lock()
-		for j := 1; j < len(stamps); j++ {
-			herald = append(herald, stamps[j].Sub(stamps[j-1]))
-		}
-		mu.Unlock()
+		herald = append(herald, stop()...)
 		steps := base.run(b, fmt.Sprintf("baseline %d", i))
 		inproc = append(inproc, steps[:len(steps)-1]...) // tool steps, as Herald's intervals
 	}
