@@ -21,6 +21,8 @@ const (
 	pullRetryDelay = 250 * time.Millisecond
 	// pullers caps the pull requests a worker keeps open at once.
 	pullers = 4
+	// maxPullBatch caps the messages one pull request asks for.
+	maxPullBatch = 64
 )
 
 // DefaultAckWait is how long a message a process took may go unanswered
@@ -98,6 +100,8 @@ type Worker struct {
 	wg       sync.WaitGroup
 	once     sync.Once
 	unwatch  func()
+	// unanchor stops renewing the stream's anchor (anchor.go).
+	unanchor func()
 }
 
 // StartWorker creates (or binds to) the durable consumer and starts handling
@@ -116,6 +120,7 @@ func StartWorker(ctx context.Context, js jetstream.JetStream, spec ConsumerSpec,
 		w.idle <- struct{}{}
 	}
 	w.unwatch = telemetry.WatchConsumer(spec.Stream, spec.Durable, backlog(cons))
+	w.unanchor = KeepAnchor(js, spec.Stream, w.log)
 	pulling, stopPulls := context.WithCancel(context.WithoutCancel(ctx))
 	w.stopPulls = stopPulls
 	for range min(spec.Concurrency, pullers) {
@@ -125,10 +130,11 @@ func StartWorker(ctx context.Context, js jetstream.JetStream, spec ConsumerSpec,
 	return w, nil
 }
 
-// pull asks for the next message only once a handler is free for it, one
-// pull request of one message at a time, so no message waits in a client
-// buffer while the handlers are busy: a buffer the client drops from on
-// overflow once held a message until AckWait (30 s for the tool runner).
+// pull asks for messages only once handlers are free for them, one pull
+// request for as many messages as handlers are free (reserveMore), so no
+// message waits in a client buffer while the handlers are busy: a buffer the
+// client drops from on overflow once held a message until AckWait (30 s for
+// the tool runner).
 //
 // Each pull is its own request (Fetch), answered by a message, the server's
 // timeout or two missed heartbeats. The client's message iterator, asked
@@ -147,47 +153,68 @@ func (w *Worker) pull(handling, pulling context.Context, cons jetstream.Consumer
 		case <-w.stopping:
 			return
 		}
-		msg, err := fetchOne(pulling, cons)
-		if msg == nil {
+		reserved := 1 + w.reserveMore(maxPullBatch-1)
+		got, err := w.fetch(handling, pulling, cons, reserved)
+		for range reserved - got {
 			w.idle <- struct{}{}
-			if pulling.Err() != nil || errors.Is(err, nats.ErrConnectionClosed) {
-				return
-			}
-			if err != nil && !w.pullFailed(err) {
-				select {
-				case <-time.After(pullRetryDelay):
-				case <-w.stopping:
-					return
-				}
-			}
+		}
+		if got > 0 {
 			continue
 		}
+		if pulling.Err() != nil || errors.Is(err, nats.ErrConnectionClosed) {
+			return
+		}
+		if err != nil && !w.pullFailed(err) {
+			select {
+			case <-time.After(pullRetryDelay):
+			case <-w.stopping:
+				return
+			}
+		}
+	}
+}
+
+// reserveMore takes up to n more idle handlers without waiting, so that one
+// pull asks for as many messages as there are handlers free for them: under
+// load a pull of one message each was what capped a worker's throughput
+// (each costs a round trip to the server), while an idle worker still asks
+// for one at a time.
+func (w *Worker) reserveMore(n int) int {
+	for got := 0; got < n; got++ {
+		select {
+		case <-w.idle:
+		default:
+			return got
+		}
+	}
+	return n
+}
+
+// fetch asks the server for up to n messages, a handler reserved for each,
+// and hands each to its handler as it comes, until n came, the server's
+// timeout or two missed heartbeats; it returns how many came.
+func (w *Worker) fetch(handling, pulling context.Context, cons jetstream.Consumer, n int) (int, error) {
+	ctx, cancel := context.WithTimeout(pulling, pullExpiry)
+	defer cancel()
+	batch, err := cons.Fetch(n, jetstream.FetchContext(ctx), jetstream.FetchHeartbeat(pullHeartbeat))
+	if err != nil {
+		return 0, err
+	}
+	got := 0
+	for msg := range batch.Messages() {
+		// A message that came as the pull was stopped is handled all the
+		// same: a handler is reserved for it.
+		got++
 		w.wg.Add(1)
 		go func() {
 			defer func() { w.idle <- struct{}{}; w.wg.Done() }()
 			w.handle(handling, msg)
 		}()
 	}
-}
-
-// fetchOne asks the server for one message and waits for it, for the
-// server's timeout (nil, nil) or for two missed heartbeats.
-func fetchOne(pulling context.Context, cons jetstream.Consumer) (jetstream.Msg, error) {
-	ctx, cancel := context.WithTimeout(pulling, pullExpiry)
-	defer cancel()
-	batch, err := cons.Fetch(1, jetstream.FetchContext(ctx), jetstream.FetchHeartbeat(pullHeartbeat))
-	if err != nil {
-		return nil, err
-	}
-	for msg := range batch.Messages() {
-		// A message that came as the pull was stopped is handled all the
-		// same: a handler is reserved for it.
-		return msg, nil
-	}
 	if err := batch.Error(); err != nil && !errors.Is(err, context.DeadlineExceeded) {
-		return nil, err
+		return got, err
 	}
-	return nil, nil
+	return got, nil
 }
 
 // pullFailed logs a failed pull; it reports whether pulling again at once is
@@ -207,11 +234,12 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
 	err := w.call(telemetry.Extract(ctx, msg.Headers()), msg)
 	stop()
 	if err == nil {
-		if ackErr := msg.DoubleAck(ctx); ackErr != nil {
+		claimed := msg.Headers().Get(HeaderClaim) != "" && isWorkQueue(w.spec.Stream)
+		if ackErr := ack(ctx, msg, claimed); ackErr != nil {
 			w.log.Warn().Err(ackErr).Str("subject", msg.Subject()).Msg("ack failed; message will be redelivered")
 			return
 		}
-		if msg.Headers().Get(HeaderClaim) != "" && isWorkQueue(w.spec.Stream) {
+		if claimed {
 			// The acknowledged message is gone from its work queue; its
 			// claimed payload would otherwise wait out the claim TTL.
 			if dropErr := DropClaim(ctx, w.js, msg.Subject(), msg.Headers()); dropErr != nil {
@@ -241,6 +269,18 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
 	_ = msg.NakWithDelay(w.delay(delivered))
 }
 
+// ack acknowledges a handled message. Every handler tolerates a redelivery
+// (its effects are stored under deterministic ids and looked up again), so
+// a plain ack, which waits for nothing, is enough; only a message whose
+// claimed payload is deleted next waits for the server to confirm, since a
+// redelivery after that deletion could not be read.
+func ack(ctx context.Context, msg jetstream.Msg, confirm bool) error {
+	if confirm {
+		return msg.DoubleAck(ctx)
+	}
+	return msg.Ack()
+}
+
 // call runs the handler, turning a panic into an error so one bad message
 // cannot take the service down.
 func (w *Worker) call(ctx context.Context, msg jetstream.Msg) (err error) {
@@ -258,21 +298,29 @@ func (w *Worker) call(ctx context.Context, msg jetstream.Msg) (err error) {
 
 // keepAlive tells the server the message is still being worked on, so a long
 // handler is not redelivered to another process while it runs.
+// Its timer runs no goroutine until a handler outlives a third of AckWait,
+// which most never do.
 func (w *Worker) keepAlive(msg jetstream.Msg) (stop func()) {
-	done := make(chan struct{})
-	go func() {
-		t := time.NewTicker(w.spec.AckWait / 3)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-t.C:
-				_ = msg.InProgress()
-			}
+	every := w.spec.AckWait / 3
+	var mu sync.Mutex
+	stopped := false
+	var t *time.Timer
+	mu.Lock()
+	t = time.AfterFunc(every, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if !stopped {
+			_ = msg.InProgress()
+			t.Reset(every)
 		}
-	}()
-	return func() { close(done) }
+	})
+	mu.Unlock()
+	return func() {
+		mu.Lock()
+		stopped = true
+		mu.Unlock()
+		t.Stop()
+	}
 }
 
 func (w *Worker) delay(delivered uint64) time.Duration {
@@ -294,6 +342,7 @@ func (w *Worker) Stop(ctx context.Context) error {
 	}
 	w.once.Do(func() {
 		w.unwatch()
+		w.unanchor()
 		close(w.stopping)
 		w.stopPulls()
 	})

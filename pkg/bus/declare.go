@@ -235,6 +235,8 @@ func streamDiff(want, have jetstream.StreamConfig) string {
 		return fmt.Sprintf("max message size %d, want %d", have.MaxMsgSize, want.MaxMsgSize)
 	case unlimited(want.MaxBytes) != unlimited(have.MaxBytes):
 		return fmt.Sprintf("max bytes %d, want %d", have.MaxBytes, want.MaxBytes)
+	case want.AllowMsgTTL && !have.AllowMsgTTL:
+		return "per-message TTL off"
 	}
 	return storeDiff(want, have)
 }

@@ -34,7 +34,14 @@ const (
 	BucketToolRunner = "herald_toolrunner"
 	// BucketAccounting holds the accounting sinks' insert leases.
 	BucketAccounting = "herald_accounting"
+	// BucketToolSets holds the tool sets LLM requests refer to by digest
+	// (pkg/toolset).
+	BucketToolSets = "herald_toolsets"
 )
+
+// ToolSetTTL is how long a stored tool set lives unless it is stored again;
+// the loop stores each set it uses at least once a day (pkg/toolset).
+const ToolSetTTL = 7 * day
 
 // ToolRunnerStateTTL bounds how long a session's runner state is kept;
 // AccountingLeaseTTL how long a sink that died holding a lease blocks the
@@ -68,21 +75,27 @@ func Streams(replicas int) []jetstream.StreamConfig {
 			MaxMsgSize: defaultMaxMsgSize, Discard: jetstream.DiscardOld,
 		}
 	}
-	usage := s(StreamUsage, []string{"herald.usage.>"}, jetstream.WorkQueuePolicy, 0)
+	// work is a work-queue stream, with its anchor (anchor.go).
+	work := func(name string, subjects []string) jetstream.StreamConfig {
+		cfg := s(name, append(subjects, AnchorSubject(name)), jetstream.WorkQueuePolicy, 0)
+		cfg.AllowMsgTTL = true
+		return cfg
+	}
+	usage := work(StreamUsage, []string{"herald.usage.>"})
 	usage.MaxBytes, usage.Discard = UsageStreamBytes, jetstream.DiscardNew
-	toolEvents := s(StreamToolEvents, []string{"herald.toolevents.>"}, jetstream.WorkQueuePolicy, 0)
+	toolEvents := work(StreamToolEvents, []string{"herald.toolevents.>"})
 	toolEvents.MaxBytes, toolEvents.Discard = UsageStreamBytes, jetstream.DiscardNew
 	return []jetstream.StreamConfig{
-		s(StreamTasks, []string{TasksSubject, TenantTasksFilter}, jetstream.WorkQueuePolicy, 0),
+		work(StreamTasks, []string{TasksSubject, TenantTasksFilter}),
 		s(StreamSessions, []string{"herald.session.*.log", "herald.session.*.result", tenantPrefix + "*.session.*.result"}, jetstream.LimitsPolicy, 0),
 		s(StreamEvents, []string{"herald.session.*.events", tenantPrefix + "*.session.*.events"}, jetstream.LimitsPolicy, day),
 		s(StreamControl, []string{"herald.session.*.interrupt", "herald.session.*.input",
 			tenantPrefix + "*.session.*.interrupt", tenantPrefix + "*.session.*.input"}, jetstream.LimitsPolicy, day),
-		s(StreamLLMRequests, []string{"herald.llm.request.>"}, jetstream.WorkQueuePolicy, 0),
+		work(StreamLLMRequests, []string{"herald.llm.request.>"}),
 		s(StreamLLMResponses, []string{"herald.llm.response.>"}, jetstream.LimitsPolicy, 7*day),
-		s(StreamToolCalls, []string{"herald.tool.call.>", "herald.memory.call.>"}, jetstream.WorkQueuePolicy, 0),
+		work(StreamToolCalls, []string{"herald.tool.call.>", "herald.memory.call.>"}),
 		s(StreamToolResults, []string{"herald.tool.result.>"}, jetstream.LimitsPolicy, 30*day),
-		s(StreamCompress, []string{"herald.compress.request.>"}, jetstream.WorkQueuePolicy, 0),
+		work(StreamCompress, []string{"herald.compress.request.>"}),
 		s(StreamCompressResults, []string{"herald.compress.result.>"}, jetstream.LimitsPolicy, 7*day),
 		usage,
 		toolEvents,
@@ -102,6 +115,8 @@ func Buckets(replicas int) []jetstream.KeyValueConfig {
 		{Bucket: BucketToolRunner, History: 1, TTL: ToolRunnerStateTTL, Storage: jetstream.FileStorage, Replicas: replicas},
 		{Bucket: BucketAccounting, History: 1, TTL: AccountingLeaseTTL, Storage: jetstream.FileStorage, Replicas: replicas,
 			Description: "accounting sink insert leases"},
+		{Bucket: BucketToolSets, History: 1, TTL: ToolSetTTL, Storage: jetstream.FileStorage, Replicas: replicas,
+			Description: "tool sets LLM requests refer to by digest"},
 	}
 }
 

@@ -127,11 +127,9 @@ func streamMessages(t testing.TB, js jetstream.JetStream, stream string) uint64 
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	s, err := js.Stream(ctx, stream)
+	n, err := bus.PendingWork(ctx, js, stream)
 	require.NoError(t, err)
-	info, err := s.Info(ctx)
-	require.NoError(t, err)
-	return info.State.Msgs
+	return n
 }
 
 // waitDrained waits until every event published on stream has been stored

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/heraldrun/herald/pkg/bus"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 )
@@ -58,6 +59,7 @@ type fetched struct {
 // previous one acked); a batch in hand is finished with work, which ends only
 // when shutdown runs out of time.
 func (s *sink) run(stopping, work context.Context) {
+	defer bus.KeepAnchor(s.js, s.kind.stream, s.log)()
 	batches := make(chan fetched, 1)
 	acks := make(chan fetched, 1)
 	var wg sync.WaitGroup

@@ -156,12 +156,8 @@ func TestRedeliveredRequestIsNotSentToTheModelTwice(t *testing.T) {
 	r.start()
 	require.Equal(t, "fresh", r.awaitResponse(unanswered, 10*time.Second).GetMessage().GetContent())
 	require.Eventually(t, func() bool {
-		s, err := r.bus.JS.Stream(ctx, bus.StreamLLMRequests)
-		if err != nil {
-			return false
-		}
-		info, err := s.Info(ctx)
-		return err == nil && info.State.Msgs == 0
+		n, err := bus.PendingWork(ctx, r.bus.JS, bus.StreamLLMRequests)
+		return err == nil && n == 0
 	}, 5*time.Second, 5*time.Millisecond, "both redelivered requests are acknowledged")
 	require.Equal(t, 1, r.model.Calls(), "only the unanswered request reached the model")
 	require.Equal(t, "from before the crash", r.awaitResponse(answered, time.Second).GetMessage().GetContent())

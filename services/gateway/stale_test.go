@@ -88,12 +88,8 @@ func TestRedeliveredRequestTheSessionMovedPastIsNotSent(t *testing.T) {
 
 	r.start()
 	require.Eventually(t, func() bool {
-		s, err := r.bus.JS.Stream(ctx, bus.StreamLLMRequests)
-		if err != nil {
-			return false
-		}
-		info, err := s.Info(ctx)
-		return err == nil && info.State.Msgs == 0
+		n, err := bus.PendingWork(ctx, r.bus.JS, bus.StreamLLMRequests)
+		return err == nil && n == 0
 	}, 10*time.Second, 5*time.Millisecond, "every redelivered request is acknowledged")
 	require.Eventually(t, func() bool { return r.svc.Stats().Calls == int64(len(wantSent)) }, 10*time.Second, 5*time.Millisecond)
 

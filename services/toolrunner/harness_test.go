@@ -169,11 +169,9 @@ func (h *harness) drained() {
 	require.Eventually(h.t, func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
-		s, err := h.bus.JS.Stream(ctx, bus.StreamToolCalls)
+		n, err := bus.PendingWork(ctx, h.bus.JS, bus.StreamToolCalls)
 		require.NoError(h.t, err)
-		info, err := s.Info(ctx)
-		require.NoError(h.t, err)
-		return info.State.Msgs == 0
+		return n == 0
 	}, 20*time.Second, 10*time.Millisecond)
 }
 

@@ -112,16 +112,17 @@ func TestEveryServiceRunsUnderItsOwnUser(t *testing.T) {
 		return err == nil && rep.Total.Calls >= 3
 	}, 30*time.Second, 50*time.Millisecond, "no usage in ClickHouse; server refused: %v", s.violations())
 
-	// Work queues drained: every consumer acked under its own user.
-	for _, name := range []string{bus.StreamTasks, bus.StreamLLMRequests, bus.StreamToolCalls, bus.StreamCompress, bus.StreamUsage, bus.StreamToolEvents} {
+	// Work queues drained: every consumer acked under its own user; and each
+	// holds the anchor its workers publish under their own users.
+	for _, name := range bus.AnchoredStreams {
 		require.Eventually(t, func() bool {
-			st, err := admin.js.Stream(ctx, name)
-			if err != nil {
-				return false
-			}
-			info, err := st.Info(ctx)
-			return err == nil && info.State.Msgs == 0
+			n, err := bus.PendingWork(ctx, admin.js, name)
+			return err == nil && n == 0
 		}, 20*time.Second, 20*time.Millisecond, "work queue %s not drained", name)
+		st, err := admin.js.Stream(ctx, name)
+		require.NoError(t, err)
+		_, err = st.GetLastMsgForSubject(ctx, bus.AnchorSubject(name))
+		require.NoError(t, err, "no anchor in %s; server refused: %v", name, s.violations())
 	}
 	// An interrupt from the client reaches the loop's control consumer (and
 	// the gateway's subscription) and is acknowledged under the loop's user.

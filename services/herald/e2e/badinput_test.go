@@ -361,9 +361,7 @@ func requireNoSessionState(t *testing.T, js jetstream.JetStream, sids ...string)
 func streamMsgs(t *testing.T, js jetstream.JetStream, stream string) uint64 {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	s, err := js.Stream(ctx, stream)
+	n, err := bus.PendingWork(ctx, js, stream)
 	require.NoError(t, err)
-	info, err := s.Info(ctx)
-	require.NoError(t, err)
-	return info.State.Msgs
+	return n
 }

@@ -170,12 +170,8 @@ func checkUsage(t *testing.T, c *cluster, dsn string) (duplicates, lost int) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	require.Eventually(t, func() bool {
-		s, err := c.JS.Stream(ctx, bus.StreamUsage)
-		if err != nil {
-			return false
-		}
-		info, err := s.Info(ctx)
-		return err == nil && info.State.Msgs == 0
+		n, err := bus.PendingWork(ctx, c.JS, bus.StreamUsage)
+		return err == nil && n == 0
 	}, 2*time.Minute, 200*time.Millisecond, "the usage stream never drained into ClickHouse")
 
 	opts, err := clickhouse.ParseDSN(dsn)

@@ -228,11 +228,7 @@ func waitStreamEmpty(t *testing.T, h *H, stream string) {
 	require.Eventually(t, func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
-		s, err := h.JS.Stream(ctx, stream)
-		if err != nil {
-			return false
-		}
-		info, err := s.Info(ctx)
-		return err == nil && info.State.Msgs == 0
+		n, err := bus.PendingWork(ctx, h.JS, stream)
+		return err == nil && n == 0
 	}, time.Minute, 50*time.Millisecond, "stream %s never drained into ClickHouse", stream)
 }
