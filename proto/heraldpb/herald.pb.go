@@ -345,7 +345,11 @@ type LLMRequest struct {
 	History *TranscriptRef `protobuf:"bytes,240,opt,name=history,proto3" json:"history,omitempty"`
 	// bound_tenant: the tenant the session is bound to (herald.tasks.<tenant>);
 	// its progress events are also published under herald.tenant.<tenant>.
-	BoundTenant   string `protobuf:"bytes,180,opt,name=bound_tenant,json=boundTenant,proto3" json:"bound_tenant,omitempty"`
+	BoundTenant string `protobuf:"bytes,180,opt,name=bound_tenant,json=boundTenant,proto3" json:"bound_tenant,omitempty"`
+	// tools_digest, when set (and tools empty), refers to the tool set stored
+	// under that digest in the herald_toolsets bucket (ToolSet, pkg/toolset):
+	// the same definitions go with every step, so they travel once.
+	ToolsDigest   string `protobuf:"bytes,260,opt,name=tools_digest,json=toolsDigest,proto3" json:"tools_digest,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -509,6 +513,13 @@ func (x *LLMRequest) GetHistory() *TranscriptRef {
 func (x *LLMRequest) GetBoundTenant() string {
 	if x != nil {
 		return x.BoundTenant
+	}
+	return ""
+}
+
+func (x *LLMRequest) GetToolsDigest() string {
+	if x != nil {
+		return x.ToolsDigest
 	}
 	return ""
 }
@@ -1723,6 +1734,53 @@ func (x *TranscriptRef) GetChain() uint64 {
 	return 0
 }
 
+// ToolSet is the tool definitions an LLM request refers to by digest
+// (LLMRequest.tools_digest): the digest is the SHA-256 of this message's
+// deterministic encoding.
+type ToolSet struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Tools         []*ToolSpec            `protobuf:"bytes,1,rep,name=tools,proto3" json:"tools,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ToolSet) Reset() {
+	*x = ToolSet{}
+	mi := &file_herald_v1_herald_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ToolSet) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ToolSet) ProtoMessage() {}
+
+func (x *ToolSet) ProtoReflect() protoreflect.Message {
+	mi := &file_herald_v1_herald_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ToolSet.ProtoReflect.Descriptor instead.
+func (*ToolSet) Descriptor() ([]byte, []int) {
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *ToolSet) GetTools() []*ToolSpec {
+	if x != nil {
+		return x.Tools
+	}
+	return nil
+}
+
 var File_herald_v1_herald_proto protoreflect.FileDescriptor
 
 const file_herald_v1_herald_proto_rawDesc = "" +
@@ -1751,7 +1809,7 @@ const file_herald_v1_herald_proto_rawDesc = "" +
 	"\routput_tokens\x18\x02 \x01(\x03R\foutputTokens\x12*\n" +
 	"\x11cache_read_tokens\x18\x03 \x01(\x03R\x0fcacheReadTokens\x12,\n" +
 	"\x12cache_write_tokens\x18\x04 \x01(\x03R\x10cacheWriteTokens\x12)\n" +
-	"\x10reasoning_tokens\x18\x05 \x01(\x03R\x0freasoningTokens\"\x88\x05\n" +
+	"\x10reasoning_tokens\x18\x05 \x01(\x03R\x0freasoningTokens\"\xac\x05\n" +
 	"\n" +
 	"LLMRequest\x12\x1d\n" +
 	"\n" +
@@ -1776,7 +1834,8 @@ const file_herald_v1_herald_proto_rawDesc = "" +
 	"\x0fprefer_fallback\x18\x10 \x01(\bR\x0epreferFallback\x12\x12\n" +
 	"\x04turn\x18\x11 \x01(\x05R\x04turn\x123\n" +
 	"\ahistory\x18\xf0\x01 \x01(\v2\x18.herald.v1.TranscriptRefR\ahistory\x12\"\n" +
-	"\fbound_tenant\x18\xb4\x01 \x01(\tR\vboundTenant\"\xa7\x04\n" +
+	"\fbound_tenant\x18\xb4\x01 \x01(\tR\vboundTenant\x12\"\n" +
+	"\ftools_digest\x18\x84\x02 \x01(\tR\vtoolsDigest\"\xa7\x04\n" +
 	"\vLLMResponse\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x1d\n" +
@@ -1925,7 +1984,9 @@ const file_herald_v1_herald_proto_rawDesc = "" +
 	"\n" +
 	"from_chain\x18\x03 \x01(\x04R\tfromChain\x120\n" +
 	"\aentries\x18\x04 \x03(\v2\x16.herald.v1.ChatMessageR\aentries\x12\x14\n" +
-	"\x05chain\x18\x05 \x01(\x04R\x05chainB,Z*github.com/heraldrun/herald/proto/heraldpbb\x06proto3"
+	"\x05chain\x18\x05 \x01(\x04R\x05chain\"4\n" +
+	"\aToolSet\x12)\n" +
+	"\x05tools\x18\x01 \x03(\v2\x13.herald.v1.ToolSpecR\x05toolsB,Z*github.com/heraldrun/herald/proto/heraldpbb\x06proto3"
 
 var (
 	file_herald_v1_herald_proto_rawDescOnce sync.Once
@@ -1939,7 +2000,7 @@ func file_herald_v1_herald_proto_rawDescGZIP() []byte {
 	return file_herald_v1_herald_proto_rawDescData
 }
 
-var file_herald_v1_herald_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_herald_v1_herald_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
 var file_herald_v1_herald_proto_goTypes = []any{
 	(*ToolCall)(nil),        // 0: herald.v1.ToolCall
 	(*ChatMessage)(nil),     // 1: herald.v1.ChatMessage
@@ -1955,6 +2016,7 @@ var file_herald_v1_herald_proto_goTypes = []any{
 	(*ToolEvent)(nil),       // 11: herald.v1.ToolEvent
 	(*TranscriptEntry)(nil), // 12: herald.v1.TranscriptEntry
 	(*TranscriptRef)(nil),   // 13: herald.v1.TranscriptRef
+	(*ToolSet)(nil),         // 14: herald.v1.ToolSet
 }
 var file_herald_v1_herald_proto_depIdxs = []int32{
 	0,  // 0: herald.v1.ChatMessage.tool_calls:type_name -> herald.v1.ToolCall
@@ -1970,11 +2032,12 @@ var file_herald_v1_herald_proto_depIdxs = []int32{
 	3,  // 10: herald.v1.UsageEvent.usage:type_name -> herald.v1.Usage
 	1,  // 11: herald.v1.TranscriptEntry.message:type_name -> herald.v1.ChatMessage
 	1,  // 12: herald.v1.TranscriptRef.entries:type_name -> herald.v1.ChatMessage
-	13, // [13:13] is the sub-list for method output_type
-	13, // [13:13] is the sub-list for method input_type
-	13, // [13:13] is the sub-list for extension type_name
-	13, // [13:13] is the sub-list for extension extendee
-	0,  // [0:13] is the sub-list for field type_name
+	2,  // 13: herald.v1.ToolSet.tools:type_name -> herald.v1.ToolSpec
+	14, // [14:14] is the sub-list for method output_type
+	14, // [14:14] is the sub-list for method input_type
+	14, // [14:14] is the sub-list for extension type_name
+	14, // [14:14] is the sub-list for extension extendee
+	0,  // [0:14] is the sub-list for field type_name
 }
 
 func init() { file_herald_v1_herald_proto_init() }
@@ -1988,7 +2051,7 @@ func file_herald_v1_herald_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_herald_v1_herald_proto_rawDesc), len(file_herald_v1_herald_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   14,
+			NumMessages:   15,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -130,7 +130,7 @@ func (r *callRun) ask(ctx context.Context, ep endpoint) (modelAnswer, error) {
 			"no API key is configured for %s: set api_key_env in herald.yaml, HERALD_API_KEY or the provider's usual variable", ep.provider), nil)
 	}
 	streamed := r.req.GetStream()
-	call := modelCall{model: r.modelFor(ep), messages: r.req.GetMessages(), tools: r.req.GetTools(),
+	call := modelCall{model: r.modelFor(ep), messages: r.req.GetMessages(), tools: r.req.GetTools(), toolsKey: r.req.GetToolsDigest(),
 		maxOut: int64(r.req.GetMaxOutputTokens()), stream: streamed && ep.profile.Stream, wire: r.wire}
 	if streamed {
 		call.onDelta = r.progress.delta

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"sync"
 
@@ -16,6 +17,8 @@ import (
 type chatEncoder struct {
 	profile Profile
 	tools   toolMemo
+	sets    setMemo
+	frames  frameMemo
 }
 
 func (e *chatEncoder) encode(call modelCall) ([]byte, error) {
@@ -30,10 +33,15 @@ func (e *chatEncoder) params(call modelCall) openai.ChatCompletionNewParams {
 }
 
 func (e *chatEncoder) paramsWith(call modelCall, msgs []openai.ChatCompletionMessageParamUnion) openai.ChatCompletionNewParams {
+	return e.paramsWithTools(call, msgs, e.tools.wire(call.tools))
+}
+
+func (e *chatEncoder) paramsWithTools(call modelCall, msgs []openai.ChatCompletionMessageParamUnion,
+	tools []openai.ChatCompletionToolUnionParam) openai.ChatCompletionNewParams {
 	p := openai.ChatCompletionNewParams{
 		Model:    call.model,
 		Messages: msgs,
-		Tools:    e.tools.wire(call.tools),
+		Tools:    tools,
 	}
 	if limit := e.profile.outputLimit(call.model, call.maxOut, 0); limit > 0 {
 		if e.profile.MaxTokensField == FieldMaxCompletionTokens {
@@ -215,13 +223,19 @@ func toolParameters(schema string) map[string]any {
 // message of the gateway's history that carries no cache marker is encoded
 // once and its bytes kept in its wire slot.
 func (e *chatEncoder) spliced(call modelCall) ([]byte, error) {
-	frame, err := json.Marshal(e.paramsWith(call, []openai.ChatCompletionMessageParamUnion{openai.UserMessage(spliceSentinel)}))
-	if err != nil {
-		return nil, err
+	key, keep := frameKey(call)
+	frame, ok := e.frames.get(key, keep)
+	if !ok {
+		var err error
+		if frame, err = e.frame(call); err != nil {
+			return nil, err
+		}
+		e.frames.put(key, keep, frame)
 	}
 	marks := cacheMarks(call)
 	parts := make([][]byte, len(call.messages))
 	for i, m := range call.messages {
+		var err error
 		if parts[i], err = e.message(call, i, m, marks[i]); err != nil {
 			return nil, err
 		}
@@ -230,6 +244,38 @@ func (e *chatEncoder) spliced(call modelCall) ([]byte, error) {
 		return body, nil
 	}
 	return json.Marshal(e.params(call)) // the sentinel is not there once: encode it whole
+}
+
+// frameKey is what a body's frame (everything but its messages) depends
+// on; keep says the frame may be kept: its tools are named by their set's
+// digest, or it has none.
+func frameKey(call modelCall) (string, bool) {
+	if call.toolsKey == "" && len(call.tools) > 0 {
+		return "", false
+	}
+	return fmt.Sprintf("%s\x00%d\x00%t\x00%s", call.model, call.maxOut, call.stream, call.toolsKey), true
+}
+
+// frame is the body with one sentinel message in place of the history.
+func (e *chatEncoder) frame(call modelCall) ([]byte, error) {
+	sentinel := []openai.ChatCompletionMessageParamUnion{openai.UserMessage(spliceSentinel)}
+	tools, ok := e.sets.get(call.toolsKey)
+	if !ok && call.toolsKey != "" && len(call.tools) > 0 {
+		tools, ok = e.sets.put(call.toolsKey, e.tools.wire(call.tools))
+	}
+	var frame []byte
+	var err error
+	if ok {
+		// the tool set's encoding is kept too: the frame carries a sentinel tool
+		frame, err = json.Marshal(e.paramsWithTools(call, sentinel, []openai.ChatCompletionToolUnionParam{chatSentinelTool}))
+		if err == nil {
+			frame, ok = splice(frame, chatSentinelToolJSON, [][]byte{tools})
+		}
+	}
+	if !ok && err == nil {
+		frame, err = json.Marshal(e.paramsWith(call, sentinel))
+	}
+	return frame, err
 }
 
 // message is the encoding of call.messages[i]; marked sends it with a
@@ -253,3 +299,80 @@ func (e *chatEncoder) message(call modelCall, i int, m *heraldpb.ChatMessage, ma
 }
 
 var chatSentinelJSON = mustJSON(openai.UserMessage(spliceSentinel))
+
+// chatSentinelTool stands in a frame for a tool set whose encoding is kept.
+var (
+	chatSentinelTool = openai.ChatCompletionFunctionTool(shared.FunctionDefinitionParam{Name: spliceSentinel,
+		Parameters: map[string]any{"type": "object"}})
+	chatSentinelToolJSON = mustJSON(chatSentinelTool)
+)
+
+// maxKeptFrames bounds frameMemo.
+const maxKeptFrames = 256
+
+// frameMemo keeps bodies' frames by frameKey: the model, output limit and
+// tool set are the same on every step of a session, and encoding even a
+// frame through openai-go's reflection cost more than splicing the body.
+type frameMemo struct {
+	mu sync.Mutex
+	m  map[string][]byte
+}
+
+func (f *frameMemo) get(key string, keep bool) ([]byte, bool) {
+	if !keep {
+		return nil, false
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	b, ok := f.m[key]
+	return b, ok
+}
+
+func (f *frameMemo) put(key string, keep bool, frame []byte) {
+	if !keep {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.m == nil || len(f.m) >= maxKeptFrames {
+		f.m = map[string][]byte{}
+	}
+	f.m[key] = frame
+}
+
+// maxKeptSets bounds setMemo.
+const maxKeptSets = 64
+
+// setMemo keeps the encoding of whole tool sets (the elements of a body's
+// "tools" array, joined), keyed by the set's digest (LLMRequest.
+// tools_digest): a request that refers to a stored set has its tools
+// encoded once per gateway, not on every step.
+type setMemo struct {
+	mu sync.Mutex
+	m  map[string][]byte
+}
+
+func (s *setMemo) get(key string) ([]byte, bool) {
+	if key == "" {
+		return nil, false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b, ok := s.m[key]
+	return b, ok
+}
+
+func (s *setMemo) put(key string, tools []openai.ChatCompletionToolUnionParam) ([]byte, bool) {
+	arr, err := json.Marshal(tools)
+	if err != nil || len(arr) < 2 {
+		return nil, false
+	}
+	elems := arr[1 : len(arr)-1]
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.m == nil || len(s.m) >= maxKeptSets {
+		s.m = map[string][]byte{}
+	}
+	s.m[key] = elems
+	return elems, true
+}

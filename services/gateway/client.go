@@ -18,6 +18,9 @@ type modelCall struct {
 	model    string
 	messages []*heraldpb.ChatMessage
 	tools    []*heraldpb.ToolSpec
+	// toolsKey names tools (their set's digest) for encoders that keep a
+	// set's encoding; "" when the request carried its tools.
+	toolsKey string
 	maxOut   int64
 	stream   bool
 	// onDelta receives content as it streams (already in arrival order).

@@ -9,6 +9,7 @@ import (
 
 	"github.com/heraldrun/herald/pkg/bus"
 	"github.com/heraldrun/herald/pkg/telemetry"
+	"github.com/heraldrun/herald/pkg/toolset"
 	"github.com/heraldrun/herald/proto"
 	"github.com/heraldrun/herald/proto/heraldpb"
 	"github.com/nats-io/nats.go/jetstream"
@@ -28,6 +29,9 @@ func (s *Service) handle(ctx context.Context, msg jetstream.Msg) error {
 	}
 	wire, err := s.histories.resolve(ctx, req)
 	if err != nil {
+		return err
+	}
+	if err := s.resolveTools(ctx, req); err != nil {
 		return err
 	}
 	if err := validateRequest(req); err != nil {
@@ -59,6 +63,23 @@ func (s *Service) handle(ctx context.Context, msg jetstream.Msg) error {
 		s.logFailure(req, resp)
 	}
 	return run.record(ctx, resp)
+}
+
+// resolveTools puts back the tool set a request names by digest. A digest
+// nothing is stored under is the sender's mistake, never fixed by waiting.
+func (s *Service) resolveTools(ctx context.Context, req *heraldpb.LLMRequest) error {
+	if req.GetToolsDigest() == "" || len(req.GetTools()) > 0 {
+		return nil
+	}
+	tools, err := s.toolSets.Resolve(ctx, req.GetToolsDigest())
+	if errors.Is(err, toolset.ErrUnknown) {
+		return bus.Permanent(fmt.Errorf("LLM request %s: %w", req.GetRequestId(), err))
+	}
+	if err != nil {
+		return err
+	}
+	req.Tools = tools
+	return nil
 }
 
 // logFailure records a call that ended in an error: provider failures at

@@ -11,6 +11,7 @@ import (
 	"github.com/heraldrun/herald/pkg/config"
 	"github.com/heraldrun/herald/pkg/hooks"
 	"github.com/heraldrun/herald/pkg/service"
+	"github.com/heraldrun/herald/pkg/toolset"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
@@ -35,6 +36,7 @@ type Service struct {
 	hooks     *hooks.Client
 	staleReqs *staleRequests
 	histories *histories
+	toolSets  *toolset.Store
 	counters  counters
 
 	mu       sync.Mutex
@@ -69,6 +71,7 @@ func New(cfg Config, deps service.Deps) (*Service, error) {
 	s.hooks = hooks.New(deps.NC, hooks.Config{}, s.log)
 	s.staleReqs = &staleRequests{js: deps.JS}
 	s.histories = newHistories(deps.JS)
+	s.toolSets = toolset.NewStore(deps.JS)
 	return s, nil
 }
 

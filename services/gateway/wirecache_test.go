@@ -67,7 +67,8 @@ func TestSplicedBodiesMatchWhole(t *testing.T) {
 		ModeCodexResponses:    func(p Profile) splicingEncoder { return &responsesEncoder{profile: p} },
 		ModeAnthropicMessages: func(p Profile) splicingEncoder { return &anthropicEncoder{profile: p} },
 	}
-	tools := []*heraldpb.ToolSpec{{Name: "read_file", Description: "Read <a> file & more", ParametersJson: `{"type":"object","properties":{"path":{"type":"string"}}}`}}
+	tools := []*heraldpb.ToolSpec{{Name: "read_file", Description: "Read <a> file & more", ParametersJson: `{"type":"object","properties":{"path":{"type":"string"}}}`},
+		{Name: "terminal", ParametersJson: `{"type":"object","properties":{"command":{"type":"string","description":"a \"shell\" line"}}}`}}
 	for mode, newEncoder := range modes {
 		spliced, kept := 0, 0
 		for _, name := range names {
@@ -88,6 +89,9 @@ func TestSplicedBodiesMatchWhole(t *testing.T) {
 					}
 					msgs := append(append([]*heraldpb.ChatMessage{}, history...), randomMessage(r))
 					call := modelCall{model: model, messages: msgs, tools: tools, maxOut: int64(r.IntN(3) * 4096), stream: r.IntN(2) == 0, wire: wire}
+					if seed%2 == 0 {
+						call.toolsKey = "set-digest" // the request referred to its tools: their encoding is kept too
+					}
 					want, err := e.whole(call)
 					require.NoError(t, err)
 					got, err := e.encode(call)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/heraldrun/herald/pkg/bus"
 	"github.com/heraldrun/herald/pkg/telemetry"
+	"github.com/heraldrun/herald/pkg/toolset"
 	"github.com/heraldrun/herald/pkg/toolspec"
 	"github.com/heraldrun/herald/proto"
 	"github.com/heraldrun/herald/proto/heraldpb"
@@ -132,20 +133,21 @@ func (s *Service) sendModelRequest(t *txn, scaffold []scaffoldMsg, kind requestK
 	reqID := fmt.Sprintf("%s:%d:%d:%d", st.SessionID, st.Turn, st.Step, st.Attempt)
 	st.Status = statusThinking
 	st.Pending = &Pending{Kind: waitLLM, RequestID: reqID, Scaffold: scaffold, Grace: grace}
-	req := s.llmRequest(t, reqID, scaffold, grace)
+	req, tools := s.llmRequest(t, reqID, scaffold, grace)
 	call := llmCallOf(st, t.history())
 	t.effect(func(ctx context.Context, b *bus.Batch) {
 		out := s.withHookContext(ctx, call, req)
 		// split off the transcript as sent (after any hook edited it) and
 		// refer to it; st is committed after this runs
 		out.History, out.Messages = t.transcriptRef(sameValues(out.Messages, req.Messages))
+		s.referToTools(ctx, out, tools)
 		b.Proto(ctx, bus.LLMRequest(st.SessionID), reqID, out)
 	})
 	t.state(proto.StateThinking)
 	return nil
 }
 
-func (s *Service) llmRequest(t *txn, reqID string, scaffold []scaffoldMsg, grace bool) *heraldpb.LLMRequest {
+func (s *Service) llmRequest(t *txn, reqID string, scaffold []scaffoldMsg, grace bool) (*heraldpb.LLMRequest, *wiredTools) {
 	st := t.st
 	msgs := withRecall(RepairHistory(t.history()), st.Recall)
 	for _, m := range scaffold {
@@ -163,30 +165,62 @@ func (s *Service) llmRequest(t *txn, reqID string, scaffold []scaffoldMsg, grace
 		MaxCostUsd: st.MaxCostUSD, SpentUsd: st.CostUSD, ParentSessionId: st.ParentSessionID,
 		PreferFallback: st.PreferFallback, BoundTenant: st.BoundTenant,
 	}
-	if !grace {
-		req.Tools = s.wireTools(s.toolsFor(st))
+	if grace {
+		return req, nil
 	}
-	return req
+	tools := s.wired(s.toolsFor(st))
+	req.Tools = tools.specs
+	return req, tools
+}
+
+// wiredTools is a tool list in its wire form, with its tool-set encoding
+// and digest (pkg/toolset).
+type wiredTools struct {
+	specs  []*heraldpb.ToolSpec
+	data   []byte
+	digest string
 }
 
 // wireTools converts specs to their wire form once per distinct tool list:
 // the list is the same on every step of a session, and re-encoding every
 // schema on every step showed up in profiles.
 func (s *Service) wireTools(specs []toolspec.Spec) []*heraldpb.ToolSpec {
+	return s.wired(specs).specs
+}
+
+func (s *Service) wired(specs []toolspec.Spec) *wiredTools {
 	var key strings.Builder
 	for _, spec := range specs {
 		key.WriteString(spec.Name)
 		key.WriteByte(',')
 	}
 	if cached, ok := s.toolCache.Load(key.String()); ok {
-		return cached.([]*heraldpb.ToolSpec)
+		return cached.(*wiredTools)
 	}
-	out := make([]*heraldpb.ToolSpec, len(specs))
+	w := &wiredTools{specs: make([]*heraldpb.ToolSpec, len(specs))}
 	for i, spec := range specs {
-		out[i] = &heraldpb.ToolSpec{Name: spec.Name, Description: spec.Description, ParametersJson: spec.ParametersJSON()}
+		w.specs[i] = &heraldpb.ToolSpec{Name: spec.Name, Description: spec.Description, ParametersJson: spec.ParametersJSON()}
 	}
-	s.toolCache.Store(key.String(), out)
-	return out
+	w.data, w.digest, _ = toolset.Encode(w.specs) // a list that cannot be encoded travels whole
+	s.toolCache.Store(key.String(), w)
+	return w
+}
+
+// referToTools replaces req's tool list by the digest of the stored set
+// (pkg/toolset). Where the set cannot be stored (a bucket this server lacks,
+// a user without the right to it) the list travels in the request, as it
+// did before, and the loop says so once.
+func (s *Service) referToTools(ctx context.Context, req *heraldpb.LLMRequest, w *wiredTools) {
+	if w == nil || w.digest == "" || len(req.GetTools()) == 0 {
+		return
+	}
+	if err := s.toolSets.Refer(ctx, w.data, w.digest); err != nil {
+		s.inlineTools.Do(func() {
+			s.log.Warn().Err(err).Msg("tool definitions travel in every model request: the tool-set bucket is not usable (run herald declare)")
+		})
+		return
+	}
+	req.ToolsDigest, req.Tools = w.digest, nil
 }
 
 // childBlockedTools are tools a delegated child may not use.

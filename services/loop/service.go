@@ -10,6 +10,7 @@ import (
 	"github.com/heraldrun/herald/pkg/bus"
 	"github.com/heraldrun/herald/pkg/hooks"
 	"github.com/heraldrun/herald/pkg/service"
+	"github.com/heraldrun/herald/pkg/toolset"
 	"github.com/rs/zerolog"
 )
 
@@ -26,6 +27,10 @@ type Service struct {
 	workers []*bus.Worker
 	// toolCache holds wire-form tool lists by their names (see wireTools).
 	toolCache sync.Map
+	// toolSets stores the tool lists requests refer to by digest.
+	toolSets *toolset.Store
+	// inlineTools warns once when tool lists travel in the requests.
+	inlineTools sync.Once
 	// remote are the tools runners announce beyond the built-in ones.
 	remote *remoteTools
 }
@@ -42,7 +47,7 @@ func New(cfg Config, deps service.Deps) (*Service, error) {
 		cfg.Now = time.Now
 	}
 	return &Service{cfg: cfg, deps: deps, log: deps.Log.With().Str("service", "loop").Logger(),
-		tr: newTranscripts(deps.JS), hooks: hooks.New(deps.NC, cfg.Hooks, deps.Log.With().Str("service", "loop").Logger())}, nil
+		tr: newTranscripts(deps.JS), toolSets: toolset.NewStore(deps.JS), hooks: hooks.New(deps.NC, cfg.Hooks, deps.Log.With().Str("service", "loop").Logger())}, nil
 }
 
 // Name is the service's name.
