@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 
 	"github.com/heraldrun/herald/proto/heraldpb"
 	"github.com/nats-io/nats.go/jetstream"
@@ -14,8 +15,8 @@ import (
 // in the shared state bucket, so every runner sees the same count. At the
 // threshold the tool is disabled for the rest of the session.
 
-func (s *Service) breakerOpen(ctx context.Context, req *heraldpb.ToolCallRequest) (outcome, bool) {
-	n, _, err := s.failures(ctx, req.GetSessionId(), req.GetTool())
+func (s *Service) breakerOpen(req *heraldpb.ToolCallRequest, streak failureStreak) (outcome, bool) {
+	n, err := streak.n, streak.err
 	if err != nil || n < s.cfg.BreakerThreshold {
 		return outcome{}, false
 	}
@@ -30,9 +31,37 @@ func countsAsFailure(o outcome) bool {
 	return o.status == statusError || o.status == statusTimeout
 }
 
+// failureStreak is a session's count of a tool's failures in a row, as read
+// when a call began.
+type failureStreak struct {
+	n   int
+	err error
+}
+
+// readStreak starts reading the call's failure streak and returns a func
+// that waits for it.
+func (s *Service) readStreak(ctx context.Context, req *heraldpb.ToolCallRequest) func() failureStreak {
+	done := make(chan failureStreak, 1)
+	go func() {
+		n, _, err := s.failures(ctx, req.GetSessionId(), req.GetTool())
+		done <- failureStreak{n: n, err: err}
+	}()
+	var once sync.Once
+	var got failureStreak
+	return func() failureStreak {
+		once.Do(func() { got = <-done })
+		return got
+	}
+}
+
 // recordOutcome moves the breaker: a failure counts up, a success resets.
-func (s *Service) recordOutcome(ctx context.Context, req *heraldpb.ToolCallRequest, o outcome) {
+// A success after a streak read as none has nothing to reset (a failure of
+// a call running beside it may be counted against the next one).
+func (s *Service) recordOutcome(ctx context.Context, req *heraldpb.ToolCallRequest, o outcome, streak failureStreak) {
 	if o.status == statusDenied || o.status == statusUnknown || o.correctable {
+		return
+	}
+	if !countsAsFailure(o) && streak.err == nil && streak.n == 0 {
 		return
 	}
 	for attempt := 0; attempt < 5; attempt++ {

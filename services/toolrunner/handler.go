@@ -31,17 +31,18 @@ func (s *Service) handle(ctx context.Context, msg jetstream.Msg) error {
 // runCall runs req at most once: a call whose result is stored (a
 // redelivery, or an execute_code program run again) is answered from it.
 func (s *Service) runCall(ctx context.Context, req *heraldpb.ToolCallRequest, delivered uint64) (*heraldpb.ToolResult, error) {
+	streak := s.readStreak(ctx, req) // read while the stored result is looked up
 	if res, err := s.storedResult(ctx, req); err != nil || res != nil {
 		return res, err
 	}
 	start := time.Now()
 	ctx, _ = telemetry.StartTool(ctx, req)
-	c, early := s.prepare(ctx, req, delivered)
+	c, early := s.prepare(ctx, req, delivered, streak)
 	o := early
 	if c != nil {
 		o = s.execute(ctx, c)
 	}
-	return s.finish(ctx, req, o, time.Since(start))
+	return s.finish(ctx, req, o, time.Since(start), streak)
 }
 
 func checkCall(req *heraldpb.ToolCallRequest) error {
@@ -84,7 +85,7 @@ func deliveries(msg jetstream.Msg) uint64 {
 
 // prepare resolves what the call needs; when it cannot run, the returned
 // outcome says why.
-func (s *Service) prepare(ctx context.Context, req *heraldpb.ToolCallRequest, delivered uint64) (*call, outcome) {
+func (s *Service) prepare(ctx context.Context, req *heraldpb.ToolCallRequest, delivered uint64, streak func() failureStreak) (*call, outcome) {
 	t, spec, found := s.lookup(req.GetTool())
 	if !found || t == nil {
 		return nil, failed(fmt.Errorf("%w %q; this runner offers: %s", ErrUnknownTool, req.GetTool(), s.toolNames()))
@@ -97,7 +98,7 @@ func (s *Service) prepare(ctx context.Context, req *heraldpb.ToolCallRequest, de
 	if o, refused := s.policyRefuses(ctx, req); refused {
 		return nil, o
 	}
-	if o, open := s.breakerOpen(ctx, req); open {
+	if o, open := s.breakerOpen(req, streak()); open {
 		return nil, o
 	}
 	ws, err := openWorkspace(s.cfg.WorkspaceRoot, req.GetWorkspace())
@@ -149,11 +150,11 @@ func interrupted(c *call, err error) outcome {
 }
 
 // finish truncates, counts the outcome against the breaker and publishes it.
-func (s *Service) finish(ctx context.Context, req *heraldpb.ToolCallRequest, o outcome, took time.Duration) (*heraldpb.ToolResult, error) {
+func (s *Service) finish(ctx context.Context, req *heraldpb.ToolCallRequest, o outcome, took time.Duration, streak func() failureStreak) (*heraldpb.ToolResult, error) {
 	if req.GetTool() != "terminal" {
 		o.content = truncateHeadTail(o.content, s.cfg.MaxResultChars)
 	}
-	s.recordOutcome(ctx, req, o)
+	s.recordOutcome(ctx, req, o, streak())
 	telemetry.EndTool(ctx, req.GetTool(), o.status, o.content, s.runner, took)
 	// Publishing must survive the runner stopping, or the work is lost.
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
