@@ -116,6 +116,7 @@ func BenchmarkConcurrentSessions(b *testing.B) {
 				return reply
 			}
 			h := Start(b, script, WithConcurrency(1024), WithConfig(func(c *config.Config) { c.Tenant = "bench" }))
+			h.StopEventLog()
 			require.NoError(b, os.WriteFile(filepath.Join(h.Workspace, "data.txt"), []byte("some data\n"), 0o644))
 			base := newBaselineLoop(b, h.Model.URL, 0)
 			ideal := time.Duration(c.calls) * latency

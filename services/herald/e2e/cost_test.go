@@ -112,6 +112,7 @@ func startCostHarness(b *testing.B, url string) *H {
 		c.ToolOutput.MaxResultChars = 2 << 20
 		c.ToolOutput.ReadFileMaxLines = 100_000
 	}))
+	h.StopEventLog()
 	writeCostFiles(b, h.Workspace, 0)
 	return h
 }

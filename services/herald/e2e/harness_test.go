@@ -88,6 +88,8 @@ type H struct {
 
 	mu     sync.Mutex
 	events map[string][]proto.Event
+	// eventLog is the subscription that fills events.
+	eventLog *nats.Subscription
 }
 
 // Option adjusts the configuration of a harness.
@@ -154,8 +156,16 @@ func Start(t testing.TB, script scripted.Script, opts ...Option) *H {
 		}
 	})
 	require.NoError(t, err)
+	h.eventLog = sub
 	t.Cleanup(func() { _ = sub.Unsubscribe() })
 	return h
+}
+
+// StopEventLog stops collecting every session's events (Events): the cost
+// benchmarks measure Herald, not a harness decoding all it publishes.
+func (h *H) StopEventLog() {
+	h.t.Helper()
+	require.NoError(h.t, h.eventLog.Unsubscribe())
 }
 
 // NewTask returns a task with fresh ids.
