@@ -1,0 +1,137 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/heraldrun/herald/pkg/bus"
+	"github.com/heraldrun/herald/pkg/heraldtest"
+	"github.com/heraldrun/herald/proto"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/require"
+)
+
+// BenchmarkStepCPUProcess is BenchmarkStepCPU measured as the issue puts it:
+// the sessions are served by a `herald up` process (the built binary, every
+// service and the embedded JetStream), whose CPU is read from the operating
+// system (/proc/<pid>/stat: user + system of all its threads, in clock
+// ticks), beside the in-process loop in this test process against the same
+// model (its own process). Apart, neither process's garbage collection can
+// be charged to the other.
+func BenchmarkStepCPUProcess(b *testing.B) {
+	for _, c := range []struct {
+		name string
+		size int
+	}{{"tiny", 0}, {"1MB", 1 << 20}} {
+		b.Run(c.name, func(b *testing.B) {
+			url := startCostModel(b, costSteps)
+			up := startUpProcess(b, url, c.size)
+			base := newBaselineLoop(b, url, c.size)
+			up.run(b, "warm-up")
+			base.run(b, "warm-up")
+			var herald, inproc time.Duration
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				t0 := up.cpu(b)
+				up.run(b, fmt.Sprintf("herald %d", i))
+				t1, s1 := up.cpu(b), cpuTime()
+				base.run(b, fmt.Sprintf("baseline %d", i))
+				herald += t1 - t0
+				inproc += cpuTime() - s1
+			}
+			steps := float64(b.N * (costSteps + 1))
+			b.ReportMetric(float64(herald.Microseconds())/steps, "herald-cpu-µs/step")
+			b.ReportMetric(float64(inproc.Microseconds())/steps, "inproc-cpu-µs/step")
+			b.ReportMetric(float64(herald)/float64(inproc), "x-inproc")
+			b.ReportMetric(0, "ns/op")
+		})
+	}
+}
+
+// upProcess is a `herald up` child serving the cost sessions.
+type upProcess struct {
+	pid int
+	nc  *nats.Conn
+	js  jetstream.JetStream
+}
+
+func startUpProcess(b *testing.B, modelURL string, size int) *upProcess {
+	data := b.TempDir()
+	ws := filepath.Join(data, "workspace")
+	require.NoError(b, os.MkdirAll(ws, 0o755))
+	writeCostFiles(b, ws, size)
+	// as startCostHarness: no compression, room for a 1 MB history and a
+	// 1 MB tool result
+	cfg := "compression: {enabled: false}\ncontext_windows: {test-model: 100000000}\n" +
+		"tool_output: {max_result_chars: 2097152, read_file_max_lines: 100000}\n" +
+		"pricing: {test-model: {input: 1, output: 2}}\n"
+	require.NoError(b, os.WriteFile(filepath.Join(data, "herald.yaml"), []byte(cfg), 0o644))
+	port := freePort(b)
+	url := fmt.Sprintf("nats://127.0.0.1:%d", port)
+	ctx, cancel := context.WithCancel(context.Background())
+	b.Cleanup(cancel)
+	env := map[string]string{"HERALD_BASE_URL": modelURL, "HERALD_MODEL": "test-model", "HERALD_NATS_URL": url,
+		"HERALD_CONFIG": filepath.Join(data, "herald.yaml"), "HERALD_LOG_LEVEL": "warn",
+		// no clickhouse-server on PATH: usage waits in its stream, no private ClickHouse
+		"PATH": "/usr/local/bin:/usr/bin:/bin"}
+	var stderr heraldtest.SyncBuffer
+	cmd := heraldCmd(b, ctx, data, env, "up", "--nats-listen", fmt.Sprintf("127.0.0.1:%d", port), "--data-dir", data, "--http", "")
+	cmd.Stderr = &stderr
+	require.NoError(b, cmd.Start())
+	b.Cleanup(func() { _ = cmd.Process.Signal(os.Interrupt); _ = cmd.Wait() })
+	up := &upProcess{pid: cmd.Process.Pid}
+	var err error
+	require.Eventually(b, func() bool {
+		up.nc, err = nats.Connect(url)
+		return err == nil
+	}, 30*time.Second, 20*time.Millisecond, "herald up never listened: %s", stderr.String())
+	b.Cleanup(up.nc.Close)
+	up.js, err = jetstream.New(up.nc)
+	require.NoError(b, err)
+	require.Eventually(b, func() bool {
+		_, err := up.js.Stream(ctx, bus.StreamTasks)
+		return err == nil
+	}, 30*time.Second, 20*time.Millisecond)
+	return up
+}
+
+// run submits one cost session and waits for its answer.
+func (u *upProcess) run(b *testing.B, prompt string) {
+	task := NewTask(prompt)
+	task.MaxIterations = costSteps + 1
+	sub, err := u.nc.SubscribeSync(bus.SessionResult(task.SessionID))
+	require.NoError(b, err)
+	defer func() { _ = sub.Unsubscribe() }()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	require.NoError(b, bus.PublishJSON(ctx, u.js, bus.TasksSubject, "", task))
+	msg, err := sub.NextMsg(2 * time.Minute)
+	require.NoError(b, err)
+	var res proto.Result
+	require.NoError(b, json.Unmarshal(msg.Data, &res))
+	require.Equal(b, proto.ExitTextResponse, res.ExitReason, "error: %s", res.Error)
+	require.Equal(b, "done", res.FinalResponse)
+}
+
+// cpu is the process's user + system time so far.
+func (u *upProcess) cpu(b *testing.B) time.Duration {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", u.pid))
+	require.NoError(b, err)
+	// fields after the command name, which is in parentheses: state is 3,
+	// utime 14 and stime 15 (proc(5))
+	f := strings.Fields(string(raw[strings.LastIndexByte(string(raw), ')')+2:]))
+	utime, err := strconv.ParseInt(f[11], 10, 64)
+	require.NoError(b, err)
+	stime, err := strconv.ParseInt(f[12], 10, 64)
+	require.NoError(b, err)
+	const ticks = 100 // sysconf(_SC_CLK_TCK) on Linux
+	return time.Duration(utime+stime) * time.Second / ticks
+}
