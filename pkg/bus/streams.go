@@ -81,22 +81,30 @@ func Streams(replicas int) []jetstream.StreamConfig {
 		cfg.AllowMsgTTL = true
 		return cfg
 	}
+	// read is a stream whose messages are looked up by subject (a stored
+	// result, a transcript entry): a direct get answers with the message
+	// itself, not a JSON document holding it in base64 plus an advisory per
+	// lookup (24 against 73 µs of CPU a lookup, docs/BENCHMARKS.md).
+	read := func(cfg jetstream.StreamConfig) jetstream.StreamConfig {
+		cfg.AllowDirect = true
+		return cfg
+	}
 	usage := work(StreamUsage, []string{"herald.usage.>"})
 	usage.MaxBytes, usage.Discard = UsageStreamBytes, jetstream.DiscardNew
 	toolEvents := work(StreamToolEvents, []string{"herald.toolevents.>"})
 	toolEvents.MaxBytes, toolEvents.Discard = UsageStreamBytes, jetstream.DiscardNew
 	return []jetstream.StreamConfig{
 		work(StreamTasks, []string{TasksSubject, TenantTasksFilter}),
-		s(StreamSessions, []string{"herald.session.*.log", "herald.session.*.result", tenantPrefix + "*.session.*.result"}, jetstream.LimitsPolicy, 0),
+		read(s(StreamSessions, []string{"herald.session.*.log", "herald.session.*.result", tenantPrefix + "*.session.*.result"}, jetstream.LimitsPolicy, 0)),
 		s(StreamEvents, []string{"herald.session.*.events", tenantPrefix + "*.session.*.events"}, jetstream.LimitsPolicy, day),
 		s(StreamControl, []string{"herald.session.*.interrupt", "herald.session.*.input",
 			tenantPrefix + "*.session.*.interrupt", tenantPrefix + "*.session.*.input"}, jetstream.LimitsPolicy, day),
 		work(StreamLLMRequests, []string{"herald.llm.request.>"}),
-		s(StreamLLMResponses, []string{"herald.llm.response.>"}, jetstream.LimitsPolicy, 7*day),
+		read(s(StreamLLMResponses, []string{"herald.llm.response.>"}, jetstream.LimitsPolicy, 7*day)),
 		work(StreamToolCalls, []string{"herald.tool.call.>", "herald.memory.call.>"}),
-		s(StreamToolResults, []string{"herald.tool.result.>"}, jetstream.LimitsPolicy, 30*day),
+		read(s(StreamToolResults, []string{"herald.tool.result.>"}, jetstream.LimitsPolicy, 30*day)),
 		work(StreamCompress, []string{"herald.compress.request.>"}),
-		s(StreamCompressResults, []string{"herald.compress.result.>"}, jetstream.LimitsPolicy, 7*day),
+		read(s(StreamCompressResults, []string{"herald.compress.result.>"}, jetstream.LimitsPolicy, 7*day)),
 		usage,
 		toolEvents,
 		s(StreamDLQ, []string{dlqPrefix + ">"}, jetstream.LimitsPolicy, 0),
