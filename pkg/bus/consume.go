@@ -133,7 +133,7 @@ func StartWorker(ctx context.Context, js jetstream.JetStream, spec ConsumerSpec,
 // pull asks for messages only once handlers are free for them, one pull
 // request for as many messages as handlers are free (reserveMore), so no
 // message waits in a client buffer while the handlers are busy: a buffer the
-// client drops from on overflow once held a message until AckWait (30 s for
+// client drops from on overflow once held a message until AckWait (then 30 s for
 // the tool runner).
 //
 // Each pull is its own request (Fetch), answered by a message, the server's

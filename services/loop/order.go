@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 )
 
 // errEarly means a message answers an effect whose transition is not
@@ -11,6 +12,40 @@ import (
 // answer can overtake it. advance waits briefly and re-reads; the message is
 // redelivered if the commit still has not landed.
 var errEarly = errors.New("message is ahead of the session state")
+
+// commitSignals wakes inputs that came early (errEarly) when this process
+// commits the session's next transition, instead of after a fixed wait:
+// a tool that answers within microseconds overtakes the commit of the
+// transition that called it on most steps.
+type commitSignals struct {
+	mu sync.Mutex
+	m  map[string]chan struct{}
+}
+
+// next returns a channel closed at the session's next commit here.
+func (c *commitSignals) next(sid string) <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil {
+		c.m = map[string]chan struct{}{}
+	}
+	ch, ok := c.m[sid]
+	if !ok {
+		ch = make(chan struct{})
+		c.m[sid] = ch
+	}
+	return ch
+}
+
+// done wakes whoever waits for the session's next commit.
+func (c *commitSignals) done(sid string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if ch, ok := c.m[sid]; ok {
+		close(ch)
+		delete(c.m, sid)
+	}
+}
 
 // classifyResponse tells an early model response (errEarly) from a stale one (nil).
 func classifyResponse(st *State, requestID string) error {

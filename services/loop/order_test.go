@@ -67,3 +67,29 @@ func TestIterationBudget(t *testing.T) {
 	capped.Step++
 	require.True(t, capped.budgetSpent(), "the hard cap holds whatever the refunds")
 }
+
+// An input that came early waits for its session's next commit in this
+// process, not for a fixed time: the commit closes what next returned, and
+// only for that session.
+func TestEarlyInputsWakeAtTheirSessionsCommit(t *testing.T) {
+	var c commitSignals
+	c.done("s1") // nobody waits: nothing happens
+	a, b := c.next("s1"), c.next("s2")
+	require.Equal(t, a, c.next("s1"), "waiters of one session share the signal")
+	c.done("s1")
+	select {
+	case <-a:
+	default:
+		t.Fatal("the commit of s1 did not wake its waiter")
+	}
+	select {
+	case <-b:
+		t.Fatal("the commit of s1 woke a waiter of s2")
+	default:
+	}
+	select {
+	case <-c.next("s1"):
+		t.Fatal("a new wait must wait for the next commit")
+	default:
+	}
+}

@@ -31,6 +31,8 @@ type Service struct {
 	toolSets *toolset.Store
 	// inlineTools warns once when tool lists travel in the requests.
 	inlineTools sync.Once
+	// commits wakes early inputs at their session's next commit.
+	commits commitSignals
 	// remote are the tools runners announce beyond the built-in ones.
 	remote *remoteTools
 }

@@ -81,9 +81,13 @@ func (s *Service) advance(ctx context.Context, sid string, decide func(t *txn) e
 		case errors.Is(err, errConflict) && conflicts < maxConflictRetries:
 			conflicts++
 		case errors.Is(err, errEarly) && time.Now().Before(deadline):
+			// The transition this input answers is usually this process's
+			// own, still committing: wake at its commit; one committed
+			// elsewhere (or before we began to wait) is seen by the next read.
 			select {
 			case <-ctx.Done():
 				return ctx.Err()
+			case <-s.commits.next(sid):
 			case <-time.After(wait):
 			}
 			wait = min(2*wait, 20*time.Millisecond)
@@ -124,6 +128,7 @@ func (s *Service) advanceOnce(ctx context.Context, sid string, decide func(t *tx
 		return err
 	}
 	s.tr.remember(sid, rec, t.history())
+	s.commits.done(sid)
 	s.observe(t)
 	for _, ev := range t.events {
 		ev.BoundTenant = t.st.BoundTenant

@@ -109,7 +109,7 @@ func DefaultConfig() Config {
 		BreakerThreshold:   3,
 		CheckpointDir:      filepath.Join(".herald", "checkpoints"),
 		ToolConcurrency:    map[string]int{},
-		AckWait:            30 * time.Second,
+		AckWait:            10 * time.Second,
 		MaxDeliver:         5,
 		SearchMaxResults:   200,
 		Sandbox:            config.DefaultSandbox(),

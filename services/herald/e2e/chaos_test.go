@@ -231,7 +231,8 @@ func hasAttempt(stored map[string]uint64, requestID string, attempt int) bool {
 
 // restartResumeBound is how soon after a NATS restart every session must have
 // finished. They take about 4 s (a reconnect plus the rest of the script);
-// one message left for redelivery would take the tool runner's 30 s AckWait.
+// a tool call the server handed out as it went down, which never reached the
+// runner, comes back after the tool runner's 10 s AckWait.
 const restartResumeBound = 20 * time.Second
 
 // TestNATSRestartMidRun restarts the NATS server (file store) while
