@@ -17,8 +17,8 @@ import (
 type chatEncoder struct {
 	profile Profile
 	tools   toolMemo
-	sets    setMemo
-	frames  frameMemo
+	sets    keptBytes
+	frames  keptBytes
 }
 
 func (e *chatEncoder) encode(call modelCall) ([]byte, error) {
@@ -224,13 +224,15 @@ func toolParameters(schema string) map[string]any {
 // once and its bytes kept in its wire slot.
 func (e *chatEncoder) spliced(call modelCall) ([]byte, error) {
 	key, keep := frameKey(call)
-	frame, ok := e.frames.get(key, keep)
-	if !ok {
+	frame, ok := e.frames.get(key)
+	if !ok || !keep {
 		var err error
 		if frame, err = e.frame(call); err != nil {
 			return nil, err
 		}
-		e.frames.put(key, keep, frame)
+		if keep {
+			e.frames.put(key, frame, maxKeptFrames)
+		}
 	}
 	marks := cacheMarks(call)
 	parts := make([][]byte, len(call.messages))
@@ -259,9 +261,14 @@ func frameKey(call modelCall) (string, bool) {
 // frame is the body with one sentinel message in place of the history.
 func (e *chatEncoder) frame(call modelCall) ([]byte, error) {
 	sentinel := []openai.ChatCompletionMessageParamUnion{openai.UserMessage(spliceSentinel)}
-	tools, ok := e.sets.get(call.toolsKey)
-	if !ok && call.toolsKey != "" && len(call.tools) > 0 {
-		tools, ok = e.sets.put(call.toolsKey, e.tools.wire(call.tools))
+	var tools []byte
+	ok := false
+	if call.toolsKey != "" && len(call.tools) > 0 {
+		if tools, ok = e.sets.get(call.toolsKey); !ok {
+			if tools, ok = setElements(e.tools.wire(call.tools)); ok {
+				e.sets.put(call.toolsKey, tools, maxKeptSets)
+			}
+		}
 	}
 	var frame []byte
 	var err error
@@ -307,72 +314,44 @@ var (
 	chatSentinelToolJSON = mustJSON(chatSentinelTool)
 )
 
-// maxKeptFrames bounds frameMemo.
-const maxKeptFrames = 256
+// Bounds of the kept encodings: frames by frameKey, tool sets by digest.
+const (
+	maxKeptFrames = 256
+	maxKeptSets   = 64
+)
 
-// frameMemo keeps bodies' frames by frameKey: the model, output limit and
-// tool set are the same on every step of a session, and encoding even a
-// frame through openai-go's reflection cost more than splicing the body.
-type frameMemo struct {
+// keptBytes keeps encodings by key, at most max of them (a full map is
+// emptied): a chat encoder keeps bodies' frames (the model, output limit
+// and tool set are the same on every step of a session, and even a frame
+// encoded through openai-go's reflection cost more than splicing the body)
+// and whole tool sets' encodings (the elements of a body's "tools" array,
+// joined), keyed by the set's digest (LLMRequest.tools_digest).
+type keptBytes struct {
 	mu sync.Mutex
 	m  map[string][]byte
 }
 
-func (f *frameMemo) get(key string, keep bool) ([]byte, bool) {
-	if !keep {
-		return nil, false
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	b, ok := f.m[key]
+func (k *keptBytes) get(key string) ([]byte, bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	b, ok := k.m[key]
 	return b, ok
 }
 
-func (f *frameMemo) put(key string, keep bool, frame []byte) {
-	if !keep {
-		return
+func (k *keptBytes) put(key string, b []byte, max int) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.m == nil || len(k.m) >= max {
+		k.m = map[string][]byte{}
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.m == nil || len(f.m) >= maxKeptFrames {
-		f.m = map[string][]byte{}
-	}
-	f.m[key] = frame
+	k.m[key] = b
 }
 
-// maxKeptSets bounds setMemo.
-const maxKeptSets = 64
-
-// setMemo keeps the encoding of whole tool sets (the elements of a body's
-// "tools" array, joined), keyed by the set's digest (LLMRequest.
-// tools_digest): a request that refers to a stored set has its tools
-// encoded once per gateway, not on every step.
-type setMemo struct {
-	mu sync.Mutex
-	m  map[string][]byte
-}
-
-func (s *setMemo) get(key string) ([]byte, bool) {
-	if key == "" {
-		return nil, false
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	b, ok := s.m[key]
-	return b, ok
-}
-
-func (s *setMemo) put(key string, tools []openai.ChatCompletionToolUnionParam) ([]byte, bool) {
+// setElements is the encoding of a tool set's elements, joined.
+func setElements(tools []openai.ChatCompletionToolUnionParam) ([]byte, bool) {
 	arr, err := json.Marshal(tools)
 	if err != nil || len(arr) < 2 {
 		return nil, false
 	}
-	elems := arr[1 : len(arr)-1]
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.m == nil || len(s.m) >= maxKeptSets {
-		s.m = map[string][]byte{}
-	}
-	s.m[key] = elems
-	return elems, true
+	return arr[1 : len(arr)-1], true
 }
