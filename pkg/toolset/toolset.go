@@ -45,30 +45,24 @@ func Encode(tools []*heraldpb.ToolSpec) ([]byte, string, error) {
 
 // Store reads and writes tool sets; it is safe for concurrent use.
 type Store struct {
-	js jetstream.JetStream
+	bucket *bus.LazyBucket
 
 	mu     sync.Mutex
-	kv     jetstream.KeyValue // opened on first use; a failed open is tried again
 	stored map[string]time.Time
 	sets   map[string][]*heraldpb.ToolSpec
 }
 
 // NewStore returns a store on js's herald_toolsets bucket.
 func NewStore(js jetstream.JetStream) *Store {
-	return &Store{js: js, stored: map[string]time.Time{}, sets: map[string][]*heraldpb.ToolSpec{}}
+	return &Store{bucket: bus.NewLazyBucket(js, bus.BucketToolSets), stored: map[string]time.Time{},
+		sets: map[string][]*heraldpb.ToolSpec{}}
 }
 
-func (s *Store) bucket(ctx context.Context) (jetstream.KeyValue, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.kv != nil {
-		return s.kv, nil
-	}
-	kv, err := s.js.KeyValue(ctx, bus.BucketToolSets)
+func (s *Store) open(ctx context.Context) (jetstream.KeyValue, error) {
+	kv, err := s.bucket.Open(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("open tool sets: %w", err)
 	}
-	s.kv = kv
 	return kv, nil
 }
 
@@ -82,7 +76,7 @@ func (s *Store) Refer(ctx context.Context, data []byte, digest string) error {
 	if ok && time.Since(at) < restoreAfter {
 		return nil
 	}
-	kv, err := s.bucket(ctx)
+	kv, err := s.open(ctx)
 	if err != nil {
 		return err
 	}
@@ -106,7 +100,7 @@ func (s *Store) Resolve(ctx context.Context, digest string) ([]*heraldpb.ToolSpe
 	if ok {
 		return tools, nil
 	}
-	kv, err := s.bucket(ctx)
+	kv, err := s.open(ctx)
 	if err != nil {
 		return nil, err
 	}

@@ -69,7 +69,7 @@ func New(cfg Config, deps service.Deps) (*Service, error) {
 	}
 	s.spend = newTenantSpend(deps.JS, cfg.TenantBudgetsUSD)
 	s.hooks = hooks.New(deps.NC, hooks.Config{}, s.log)
-	s.staleReqs = &staleRequests{js: deps.JS}
+	s.staleReqs = &staleRequests{records: bus.NewLazyBucket(deps.JS, bus.BucketSessions)}
 	s.histories = newHistories(deps.JS)
 	s.toolSets = toolset.NewStore(deps.JS)
 	return s, nil

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"sync"
 
 	"github.com/heraldrun/herald/pkg/bus"
 	"github.com/heraldrun/herald/proto/heraldpb"
@@ -44,29 +43,13 @@ const (
 
 // staleRequests reads session records for the check.
 type staleRequests struct {
-	js jetstream.JetStream
-	mu sync.Mutex
-	kv jetstream.KeyValue // opened on first use; a failed open is tried again
-}
-
-func (r *staleRequests) bucket(ctx context.Context) (jetstream.KeyValue, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.kv != nil {
-		return r.kv, nil
-	}
-	kv, err := r.js.KeyValue(ctx, bus.BucketSessions)
-	if err != nil {
-		return nil, err
-	}
-	r.kv = kv
-	return kv, nil
+	records *bus.LazyBucket
 }
 
 // stale reports whether the request's session has moved past it. A session
 // with no record yet (its first transition is still committing) has not.
 func (r *staleRequests) stale(ctx context.Context, req *heraldpb.LLMRequest) (bool, error) {
-	kv, err := r.bucket(ctx)
+	kv, err := r.records.Open(ctx)
 	if err != nil {
 		return false, fmt.Errorf("open session records: %w", err)
 	}

@@ -192,15 +192,18 @@ func (l *baselineLoop) run(b *testing.B, prompt string) []time.Duration {
 	}
 }
 
+// costHistories are the history sizes the CPU benchmarks measure a step at.
+var costHistories = []struct {
+	name string
+	size int
+}{{"tiny", 0}, {"1MB", 1 << 20}}
+
 // BenchmarkStepCPU: CPU per step (one model call and its tool call) at a
 // tiny history and at a 1 MB one, Herald beside the in-process loop,
 // alternating within one run. Default -benchtime 1x is one session of
 // each; use e.g. -benchtime 5x for steadier figures.
 func BenchmarkStepCPU(b *testing.B) {
-	for _, c := range []struct {
-		name string
-		size int
-	}{{"tiny", 0}, {"1MB", 1 << 20}} {
+	for _, c := range costHistories {
 		b.Run(c.name, func(b *testing.B) {
 			url := startCostModel(b, costSteps)
 			h := startCostHarness(b, url)

@@ -27,10 +27,7 @@ import (
 // model (its own process). Apart, neither process's garbage collection can
 // be charged to the other.
 func BenchmarkStepCPUProcess(b *testing.B) {
-	for _, c := range []struct {
-		name string
-		size int
-	}{{"tiny", 0}, {"1MB", 1 << 20}} {
+	for _, c := range costHistories {
 		b.Run(c.name, func(b *testing.B) {
 			url := startCostModel(b, costSteps)
 			up := startUpProcess(b, url, c.size)
