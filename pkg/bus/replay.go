@@ -11,7 +11,7 @@ import (
 )
 
 // LastBySubscription returns the last message stored on subject in stream,
-// read through an ordered consumer filtered to subject rather than a
+// read through an ephemeral consumer filtered to subject rather than a
 // STREAM.MSG.GET. The consumer's filter is part of its create subject, so a
 // NATS user may be allowed to read one kind of subject only (a client its
 // sessions' results, a tenant its own copies), which a message get, whose
@@ -22,23 +22,20 @@ import (
 const replayIdle = 10 * time.Second
 
 func LastBySubscription(ctx context.Context, js jetstream.JetStream, stream, subject string) (*jetstream.RawStreamMsg, error) {
-	cons, err := js.OrderedConsumer(ctx, stream, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{subject}, DeliverPolicy: jetstream.DeliverLastPerSubjectPolicy,
-		InactiveThreshold: replayIdle})
+	// A plain ephemeral consumer, not an ordered one: an ordered consumer
+	// recreates itself when it sees its consumer deleted, which could leave
+	// one behind the read.
+	cons, err := js.CreateConsumer(ctx, stream, jetstream.ConsumerConfig{
+		FilterSubject: subject, DeliverPolicy: jetstream.DeliverLastPerSubjectPolicy,
+		AckPolicy: jetstream.AckNonePolicy, MemoryStorage: true, InactiveThreshold: replayIdle})
 	if err != nil {
 		return nil, fmt.Errorf("replay %s: %w", subject, err)
 	}
-	info, err := cons.Info(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("replay %s: %w", subject, err)
-	}
+	info := cons.CachedInfo()
 	defer func() {
-		// An ordered consumer may have been recreated under a new name.
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 		defer cancel()
-		for _, name := range []string{info.Name, cons.CachedInfo().Name} {
-			_ = js.DeleteConsumer(dctx, stream, name)
-		}
+		_ = js.DeleteConsumer(dctx, stream, info.Name)
 	}()
 	if info.NumPending == 0 {
 		return nil, jetstream.ErrMsgNotFound
