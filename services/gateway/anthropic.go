@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -28,17 +27,21 @@ type anthropicClient struct {
 // cap (Claude 3 Haiku and Opus refuse more than 4096).
 type anthropicEncoder struct{ profile Profile }
 
-func (e *anthropicEncoder) encode(call modelCall) ([]byte, error) {
+func (e *anthropicEncoder) encode(call modelCall) (*requestBody, error) {
 	if len(call.wire) == 0 || len(call.wire) > len(call.messages) {
 		return e.whole(call)
 	}
 	return e.spliced(call)
 }
 
-func (e *anthropicEncoder) whole(call modelCall) ([]byte, error) {
+func (e *anthropicEncoder) whole(call modelCall) (*requestBody, error) {
 	body := anthropicBody(call)
 	body.MaxTokens = e.profile.outputLimit(call.model, call.maxOut, defaultMaxTokens)
-	return json.Marshal(body)
+	b, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	return bodyOf(b), nil
 }
 
 const (
@@ -98,10 +101,11 @@ func (c *anthropicClient) complete(ctx context.Context, call modelCall) (modelAn
 	if err != nil {
 		return modelAnswer{}, fmt.Errorf("encode Anthropic request: %w", err)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url, nil)
 	if err != nil {
 		return modelAnswer{}, fmt.Errorf("build Anthropic request: %w", err)
 	}
+	body.attach(req)
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Anthropic-Version", anthropicVersion)
 	req.Header.Set("X-Api-Key", c.ep.keyOrPlaceholder())

@@ -12,7 +12,7 @@ import (
 // cachedTail turns; a turn before those is its blocks, each message's
 // encoded once and kept, spliced into the turn's frame, and the turns are
 // spliced into the body's frame. The marked turns are encoded each time.
-func (e *anthropicEncoder) spliced(call modelCall) ([]byte, error) {
+func (e *anthropicEncoder) spliced(call modelCall) (*requestBody, error) {
 	var system []*heraldpb.ChatMessage
 	var turns [][]int // indexes into call.messages, one list per turn
 	var roles []string
@@ -47,7 +47,7 @@ func (e *anthropicEncoder) spliced(call modelCall) ([]byte, error) {
 			return nil, err
 		}
 	}
-	if body, ok := splice(frame, anthropicSentinelMessageJSON, parts); ok {
+	if body, ok := spliceBody(frame, anthropicSentinelMessageJSON, parts); ok {
 		return body, nil
 	}
 	return e.whole(call) // the sentinel is not there once

@@ -28,7 +28,7 @@ type chatClient struct {
 // one place a faster encoding can replace (issue 14) without touching how
 // answers are read.
 type requestEncoder interface {
-	encode(call modelCall) ([]byte, error)
+	encode(call modelCall) (*requestBody, error)
 }
 
 func newChatClient(ep endpoint, hc *http.Client) *chatClient {
@@ -46,6 +46,7 @@ func sdkOptions(ep endpoint, hc *http.Client) []option.RequestOption {
 		option.WithHTTPClient(hc),
 		option.WithMaxRetries(0),
 		option.WithMiddleware(func(req *http.Request, next option.MiddlewareNext) (*http.Response, error) {
+			attachBody(req)
 			return captureStatus(next(req))
 		}),
 	}
@@ -65,7 +66,7 @@ func (c *chatClient) complete(ctx context.Context, call modelCall) (modelAnswer,
 		return modelAnswer{}, fmt.Errorf("encode chat request: %w", err)
 	}
 	var res *http.Response
-	if err := c.client.Post(ctx, "chat/completions", body, &res); err != nil {
+	if err := c.client.Post(withBody(ctx, body), "chat/completions", body, &res); err != nil {
 		return modelAnswer{}, err
 	}
 	defer func() { _ = res.Body.Close() }()

@@ -21,11 +21,19 @@ type chatEncoder struct {
 	frames  keptBytes
 }
 
-func (e *chatEncoder) encode(call modelCall) ([]byte, error) {
+func (e *chatEncoder) encode(call modelCall) (*requestBody, error) {
 	if len(call.wire) == 0 || len(call.wire) > len(call.messages) {
-		return json.Marshal(e.params(call))
+		return e.whole(call)
 	}
 	return e.spliced(call)
+}
+
+func (e *chatEncoder) whole(call modelCall) (*requestBody, error) {
+	b, err := json.Marshal(e.params(call))
+	if err != nil {
+		return nil, err
+	}
+	return bodyOf(b), nil
 }
 
 func (e *chatEncoder) params(call modelCall) openai.ChatCompletionNewParams {
@@ -222,7 +230,7 @@ func toolParameters(schema string) map[string]any {
 // encoded independently of each other and of what surrounds them). A
 // message of the gateway's history that carries no cache marker is encoded
 // once and its bytes kept in its wire slot.
-func (e *chatEncoder) spliced(call modelCall) ([]byte, error) {
+func (e *chatEncoder) spliced(call modelCall) (*requestBody, error) {
 	key, keep := frameKey(call)
 	frame, ok := e.frames.get(key)
 	if !ok || !keep {
@@ -242,10 +250,10 @@ func (e *chatEncoder) spliced(call modelCall) ([]byte, error) {
 			return nil, err
 		}
 	}
-	if body, ok := splice(frame, chatSentinelJSON, parts); ok {
+	if body, ok := spliceBody(frame, chatSentinelJSON, parts); ok {
 		return body, nil
 	}
-	return json.Marshal(e.params(call)) // the sentinel is not there once: encode it whole
+	return e.whole(call) // the sentinel is not there once: encode it whole
 }
 
 // frameKey is what a body's frame (everything but its messages) depends

@@ -30,7 +30,7 @@ func newResponsesClient(ep endpoint, hc *http.Client) *responsesClient {
 // responsesEncoder builds Responses API bodies through openai-go's params.
 type responsesEncoder struct{ profile Profile }
 
-func (e *responsesEncoder) encode(call modelCall) ([]byte, error) {
+func (e *responsesEncoder) encode(call modelCall) (*requestBody, error) {
 	if len(call.wire) == 0 || len(call.wire) > len(call.messages) {
 		return e.whole(call)
 	}
@@ -46,18 +46,22 @@ func (e *responsesEncoder) encode(call modelCall) ([]byte, error) {
 		}
 		items += len(parts[i])
 	}
-	if body, ok := splice(frame, responsesSentinelJSON, parts); ok && items > 0 {
+	if body, ok := spliceBody(frame, responsesSentinelJSON, parts); ok && items > 0 {
 		return body, nil
 	}
 	return e.whole(call) // no input items, or the sentinel is not there once
 }
 
-func (e *responsesEncoder) whole(call modelCall) ([]byte, error) {
+func (e *responsesEncoder) whole(call modelCall) (*requestBody, error) {
 	var items responses.ResponseInputParam
 	for _, m := range call.messages {
 		items = append(items, responsesItems(m)...)
 	}
-	return json.Marshal(e.params(call, items))
+	b, err := json.Marshal(e.params(call, items))
+	if err != nil {
+		return nil, err
+	}
+	return bodyOf(b), nil
 }
 
 // message is the encoding of call.messages[i]'s input items joined by
@@ -109,7 +113,7 @@ func (c *responsesClient) complete(ctx context.Context, call modelCall) (modelAn
 		return modelAnswer{}, fmt.Errorf("encode Responses request: %w", err)
 	}
 	var httpRes *http.Response
-	if err := c.client.Post(ctx, "responses", body, &httpRes); err != nil {
+	if err := c.client.Post(withBody(ctx, body), "responses", body, &httpRes); err != nil {
 		return modelAnswer{}, err
 	}
 	defer func() { _ = httpRes.Body.Close() }()

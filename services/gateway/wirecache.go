@@ -83,6 +83,34 @@ func splice(frame, sentinel []byte, parts [][]byte) ([]byte, bool) {
 	return append(out, frame[at+len(sentinel):]...), true
 }
 
+// spliceBody is splice for a request body: the parts are not joined but
+// kept, with the commas and the frame's ends, as the body's parts.
+func spliceBody(frame, sentinel []byte, parts [][]byte) (*requestBody, bool) {
+	at := bytes.Index(frame, sentinel)
+	if at < 0 || bytes.Contains(frame[at+len(sentinel):], sentinel) {
+		return nil, false
+	}
+	b := &requestBody{parts: make([][]byte, 0, 2*len(parts)+1)}
+	b.parts = append(b.parts, frame[:at])
+	first := true
+	for _, p := range parts {
+		if len(p) == 0 {
+			continue
+		}
+		if !first {
+			b.parts = append(b.parts, comma)
+		}
+		b.parts, first = append(b.parts, p), false
+	}
+	b.parts = append(b.parts, frame[at+len(sentinel):])
+	for _, p := range b.parts {
+		b.size += len(p)
+	}
+	return b, true
+}
+
+var comma = []byte{','}
+
 // spliceSentinel is the text of the element a body is first encoded with in
 // place of its history; it is random so no request holds it by chance (and
 // splice checks that none does).

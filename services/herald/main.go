@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"syscall"
 )
 
@@ -18,9 +19,35 @@ func main() {
 		sigs = sigs[1:] // chat takes Ctrl-C itself: it stops the running turn, never the program
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), sigs...)
+	stopProfile := cpuProfile(os.Getenv("HERALD_CPUPROFILE"))
 	code := Main(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 	stop()
+	stopProfile()
 	os.Exit(code)
+}
+
+// cpuProfile writes a CPU profile of the whole process to path (pprof
+// format, `go tool pprof`) until the returned function is called; with no
+// path it does nothing. For operators measuring where a deployment's CPU
+// goes, and for the benchmarks' profiles of a real `herald up` process.
+func cpuProfile(path string) func() {
+	if path == "" {
+		return func() {}
+	}
+	f, err := os.Create(path)
+	if err == nil {
+		err = pprof.StartCPUProfile(f)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "HERALD_CPUPROFILE: %v\n", err)
+		return func() {}
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		if err := f.Close(); err != nil {
+			fmt.Fprintf(os.Stderr, "HERALD_CPUPROFILE: %v\n", err)
+		}
+	}
 }
 
 // Exit codes.

@@ -226,19 +226,64 @@ func (s *Service) referToTools(ctx context.Context, req *heraldpb.LLMRequest, w 
 // childBlockedTools are tools a delegated child may not use.
 var childBlockedTools = map[string]bool{"delegate_task": true, "clarify": true, "memory": true, "execute_code": true}
 
+// toolList is the tools offered to sessions of one kind: their specs and
+// names, shared by every caller (read only).
+type toolList struct {
+	specs []toolspec.Spec
+	names []string
+}
+
+// toolListKey is what the tools a session is offered depend on.
+type toolListKey struct {
+	toolsets string
+	child    bool
+	remote   uint64 // the generation of the runners' announced tools
+}
+
+// maxToolLists bounds the cache of tool lists; a task chooses its toolsets.
+const maxToolLists = 256
+
 // toolsFor lists the tools offered to a session, filtered by its toolsets.
-func (s *Service) toolsFor(st *State) []toolspec.Spec {
+func (s *Service) toolsFor(st *State) []toolspec.Spec { return s.toolList(st).specs }
+
+// toolList is toolsFor with the names, built once per kind of session.
+func (s *Service) toolList(st *State) *toolList {
+	var extra []toolspec.Spec
+	key := toolListKey{toolsets: strings.Join(st.Toolsets, "\x00"), child: st.ParentSessionID != ""}
+	if s.remote != nil {
+		extra, key.remote = s.remote.current()
+	}
+	s.toolListsMu.Lock()
+	l, ok := s.toolLists[key]
+	s.toolListsMu.Unlock()
+	if ok {
+		return l
+	}
+	l = &toolList{specs: s.listTools(st, extra)}
+	for _, spec := range l.specs {
+		l.names = append(l.names, spec.Name)
+	}
+	s.toolListsMu.Lock()
+	if s.toolLists == nil || len(s.toolLists) >= maxToolLists {
+		s.toolLists = map[toolListKey]*toolList{}
+	}
+	s.toolLists[key] = l
+	s.toolListsMu.Unlock()
+	return l
+}
+
+// listTools lists the built-in and extra tools offered to st's kind of
+// session, filtered by its toolsets.
+func (s *Service) listTools(st *State, extra []toolspec.Spec) []toolspec.Spec {
 	var out []toolspec.Spec
 	allowed := map[string]bool{}
 	for _, n := range st.Toolsets {
 		allowed[n] = true
 	}
 	all := toolspec.All()
-	if s.remote != nil {
-		if extra := s.remote.get(); len(extra) > 0 {
-			all = append(all, extra...)
-			sort.Slice(all, func(i, j int) bool { return all[i].Name < all[j].Name })
-		}
+	if len(extra) > 0 {
+		all = append(all, extra...)
+		sort.Slice(all, func(i, j int) bool { return all[i].Name < all[j].Name })
 	}
 	for _, spec := range all {
 		if st.ParentSessionID != "" && childBlockedTools[spec.Name] {
@@ -252,13 +297,7 @@ func (s *Service) toolsFor(st *State) []toolspec.Spec {
 	return out
 }
 
-func (s *Service) toolNames(st *State) []string {
-	var names []string
-	for _, spec := range s.toolsFor(st) {
-		names = append(names, spec.Name)
-	}
-	return names
-}
+func (s *Service) toolNames(st *State) []string { return s.toolList(st).names }
 
 // handleModelResponse advances a session with the gateway's answer.
 func (s *Service) handleModelResponse(ctx context.Context, msg jetstream.Msg) error {

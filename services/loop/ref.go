@@ -40,10 +40,10 @@ func (t *txn) transcriptRef(msgs []*heraldpb.ChatMessage) (*heraldpb.TranscriptR
 	}
 	chain := t.baseChain
 	for _, m := range t.appended[:n-base] {
-		chain = chainNext(chain, m)
+		chain = t.chainNext(chain, m)
 	}
 	ref := &heraldpb.TranscriptRef{LogId: st.logID(), Chain: chain}
-	if p := st.SentRef; p != nil && p.Log == ref.LogId && p.Len <= n && covers(p, hist[:n], chain) {
+	if p := st.SentRef; p != nil && p.Log == ref.LogId && p.Len <= n && covers(p, hist[:n], chain, t.chainNext) {
 		ref.From, ref.FromChain = int32(p.Len), p.Chain
 	}
 	ref.Entries = hist[ref.From:n]
@@ -52,11 +52,12 @@ func (t *txn) transcriptRef(msgs []*heraldpb.ChatMessage) (*heraldpb.TranscriptR
 }
 
 // covers reports whether hist, whose chain is chain, extends the prefix p:
-// the chain from p through the messages after it must come out at chain.
-func covers(p *SentRef, hist []*heraldpb.ChatMessage, chain uint64) bool {
+// the chain from p through the messages after it (each link computed by
+// next) must come out at chain.
+func covers(p *SentRef, hist []*heraldpb.ChatMessage, chain uint64, next func(uint64, *heraldpb.ChatMessage) uint64) bool {
 	c := p.Chain
 	for _, m := range hist[p.Len:] {
-		c = chainNext(c, m)
+		c = next(c, m)
 	}
 	return c == chain
 }

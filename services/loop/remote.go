@@ -24,6 +24,7 @@ type remoteTools struct {
 
 	mu         sync.Mutex
 	specs      []toolspec.Spec
+	gen        uint64 // counts the lists specs has held
 	fetched    time.Time
 	refreshing bool
 }
@@ -63,15 +64,22 @@ func (r *remoteTools) refresh() {
 		return
 	}
 	r.specs = specs
+	r.gen++
 }
 
 // get returns the known remote tools, starting a refresh when they are old.
 func (r *remoteTools) get() []toolspec.Spec {
+	specs, _ := r.current()
+	return specs
+}
+
+// current is get with the generation of the list it returns.
+func (r *remoteTools) current() ([]toolspec.Spec, uint64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if time.Since(r.fetched) > r.ttl && !r.refreshing {
 		r.refreshing = true
 		go r.refresh()
 	}
-	return r.specs
+	return r.specs, r.gen
 }

@@ -27,6 +27,9 @@ type Service struct {
 	workers []*bus.Worker
 	// toolCache holds wire-form tool lists by their names (see wireTools).
 	toolCache sync.Map
+	// toolLists holds the tools offered to each kind of session (toolList).
+	toolListsMu sync.Mutex
+	toolLists   map[toolListKey]*toolList
 	// toolSets stores the tool lists requests refer to by digest.
 	toolSets *toolset.Store
 	// inlineTools warns once when tool lists travel in the requests.

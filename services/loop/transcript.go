@@ -48,16 +48,18 @@ func entryID(sid string, index int, chain uint64) string {
 func chainNext(prev uint64, m *heraldpb.ChatMessage) uint64 { return transcript.Chain(prev, m) }
 
 // append adds msgs to b at indexes from, from+1, ..., extending the chain
-// prev of the messages before them; it returns the chain through the last.
-func (t *transcripts) append(ctx context.Context, b *bus.Batch, sid, tenant string, turn, from int, prev uint64, msgs ...*heraldpb.ChatMessage) uint64 {
+// prev of the messages before them (each link computed by next); it returns
+// the chain through the last.
+func (t *transcripts) append(ctx context.Context, b *bus.Batch, next func(uint64, *heraldpb.ChatMessage) uint64,
+	sid, tenant string, turn, from int, prev uint64, msgs ...*heraldpb.ChatMessage) uint64 {
 	now := time.Now().UnixMilli()
 	chain := prev
 	for i, m := range msgs {
-		next := chainNext(chain, m)
+		link := next(chain, m)
 		e := &heraldpb.TranscriptEntry{SessionId: sid, Index: int32(from + i), Message: m, TsUnixMs: now, Turn: int32(turn),
-			Chain: next, PrevChain: chain, Tenant: tenant}
-		b.Proto(ctx, bus.SessionLog(sid), entryID(sid, from+i, next), e)
-		chain = next
+			Chain: link, PrevChain: chain, Tenant: tenant}
+		b.Proto(ctx, bus.SessionLog(sid), entryID(sid, from+i, link), e)
+		chain = link
 	}
 	return chain
 }

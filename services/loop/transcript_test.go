@@ -22,7 +22,7 @@ func TestTranscriptKeepsTheCommittedEntryOverALosersWrite(t *testing.T) {
 	tr := newTranscripts(js)
 	write := func(from int, prev uint64, msgs ...*heraldpb.ChatMessage) uint64 {
 		b := bus.NewBatch(js)
-		chain := tr.append(ctx, b, "s1", "acme", 1, from, prev, msgs...)
+		chain := tr.append(ctx, b, chainNext, "s1", "acme", 1, from, prev, msgs...)
 		require.NoError(t, b.Wait(ctx))
 		return chain
 	}

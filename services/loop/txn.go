@@ -31,6 +31,30 @@ type txn struct {
 	// inHand is the tool result this transition was handed; completing a
 	// step reads it from here instead of from the stream.
 	inHand *heraldpb.ToolResult
+	// chains holds the chain hashes this transition computed: referring to
+	// the transcript, checking the previous reference and appending each
+	// hash the same new messages, and a message can be large.
+	chains map[chainLink]uint64
+}
+
+// chainLink is one step of a log's chain: the hash before m, and m.
+type chainLink struct {
+	prev uint64
+	m    *heraldpb.ChatMessage
+}
+
+// chainNext is chainNext(prev, m), computed once per transition.
+func (t *txn) chainNext(prev uint64, m *heraldpb.ChatMessage) uint64 {
+	k := chainLink{prev, m}
+	if c, ok := t.chains[k]; ok {
+		return c
+	}
+	if t.chains == nil {
+		t.chains = map[chainLink]uint64{}
+	}
+	c := chainNext(prev, m)
+	t.chains[k] = c
+	return c
 }
 
 // history is the transcript as it will be after this transition.
@@ -174,7 +198,7 @@ func (s *Service) decideOn(ctx context.Context, sid string, rec record, decide f
 // that expects them is committed.
 func (s *Service) publish(ctx context.Context, t *txn) error {
 	b := bus.NewBatch(s.deps.JS)
-	t.st.LogChain = s.tr.append(ctx, b, t.st.logID(), t.st.Tenant, t.st.Turn, len(t.msgs), t.baseChain, t.appended...)
+	t.st.LogChain = s.tr.append(ctx, b, t.chainNext, t.st.logID(), t.st.Tenant, t.st.Turn, len(t.msgs), t.baseChain, t.appended...)
 	for _, eff := range t.effects {
 		eff(ctx, b)
 	}

@@ -79,6 +79,10 @@ func startUpProcess(b *testing.B, modelURL string, size int) *upProcess {
 		"HERALD_CONFIG": filepath.Join(data, "herald.yaml"), "HERALD_LOG_LEVEL": "warn",
 		// no clickhouse-server on PATH: usage waits in its stream, no private ClickHouse
 		"PATH": "/usr/local/bin:/usr/bin:/bin"}
+	if prefix := os.Getenv("HERALD_BENCH_UP_CPUPROFILE"); prefix != "" {
+		// a profile of the whole `herald up` process, one file per history size
+		env["HERALD_CPUPROFILE"] = fmt.Sprintf("%s.%d", prefix, size)
+	}
 	var stderr heraldtest.SyncBuffer
 	cmd := heraldCmd(b, ctx, data, env, "up", "--nats-listen", fmt.Sprintf("127.0.0.1:%d", port), "--data-dir", data, "--http", "")
 	cmd.Stderr = &stderr
