@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"sort"
@@ -34,10 +35,14 @@ func randomMessage(r *rand.Rand) *heraldpb.ChatMessage {
 		for n := r.IntN(3); n > 0; n-- {
 			id := []string{"call_" + fmt.Sprint(r.IntN(1000)), "abcDEF123", "", randomText(r)}[r.IntN(4)]
 			args := []string{randomText(r), `{ "path" : "<a&b>.txt" }`, `{"n":1e3,"s":"\u2028é"}`, `[1]`, `null`}[r.IntN(5)]
-			m.ToolCalls = append(m.ToolCalls, &heraldpb.ToolCall{Id: id, Name: "read_file", Arguments: args})
+			name := []string{"read_file", "mcp_server__tool", randomText(r)}[r.IntN(3)]
+			m.ToolCalls = append(m.ToolCalls, &heraldpb.ToolCall{Id: id, Name: name, Arguments: args})
 		}
 	case "tool":
 		m.ToolCallId = []string{"call_1", "abcDEF123", randomText(r)}[r.IntN(3)]
+		if r.IntN(2) == 0 {
+			m.Name = "read_file"
+		}
 	}
 	return m
 }
@@ -125,4 +130,27 @@ func TestSplicedBodyReusesKeptBytes(t *testing.T) {
 	second, err := e.encode(call)
 	require.NoError(t, err)
 	require.Equal(t, strings.Replace(string(first.Bytes()), `"hi"`, `"kept"`, 1), string(second.Bytes()))
+}
+
+// TestChatMessageJSONIsOpenAIGosEncoding: the direct encoding of a chat
+// message is byte for byte openai-go's, for every kind of message and text,
+// with each reasoning echo field a profile can name.
+func TestChatMessageJSONIsOpenAIGosEncoding(t *testing.T) {
+	r := rand.New(rand.NewPCG(14, 2))
+	direct := 0
+	for _, echo := range []string{"", EchoReasoningContent, EchoReasoning, "thoughts", "content", "odd \"key\" <x>"} {
+		for range 3000 {
+			m := randomMessage(r)
+			want, err := json.Marshal(chatMessagesToWire([]*heraldpb.ChatMessage{m}, echo, nil)[0])
+			require.NoError(t, err)
+			got, ok := chatMessageJSON(m, echo)
+			if !ok {
+				require.Equal(t, "content", echo, "only an echo field that collides is refused")
+				continue
+			}
+			require.Equal(t, string(want), string(got), "echo %q, message %v", echo, m)
+			direct++
+		}
+	}
+	require.Equal(t, 5*3000, direct)
 }

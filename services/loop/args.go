@@ -55,6 +55,46 @@ func WireArgs(raw string) string {
 	return "{}"
 }
 
+// isObject reports whether s is a JSON object, as asObject would find,
+// mostly without decoding it: every history's tool calls are checked on
+// every request. Valid JSON fails to decode only for a number a float64
+// cannot hold, which needs an exponent or hundreds of digits; arguments
+// with such a number are decoded to tell.
+func isObject(s string) bool {
+	t := strings.TrimLeft(s, " \t\r\n")
+	if t == "" || t[0] != '{' || !json.Valid([]byte(t)) {
+		return false
+	}
+	inString, escaped, digits := false, false, 0
+	for i := 0; i < len(t); i++ {
+		switch c := t[i]; {
+		case inString:
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+		case c == '"':
+			inString, digits = true, 0
+		case c >= '0' && c <= '9':
+			if digits++; digits > 300 {
+				_, ok := asObject(s)
+				return ok
+			}
+		case c == '.':
+		case (c == 'e' || c == 'E') && digits > 0:
+			_, ok := asObject(s)
+			return ok
+		default:
+			digits = 0
+		}
+	}
+	return true
+}
+
 func asObject(s string) (string, bool) {
 	var m map[string]any
 	if err := json.Unmarshal([]byte(s), &m); err != nil || m == nil {

@@ -17,6 +17,8 @@ import (
 // a reason. Seeds: testdata/fuzz/FuzzRepairArgs.
 func FuzzRepairArgs(f *testing.F) {
 	f.Fuzz(func(t *testing.T, raw string) {
+		_, decoded := asObject(raw)
+		require.Equal(t, decoded, isObject(raw), "is %q an object", raw)
 		out, err := RepairArgs(raw)
 		if err != nil {
 			var ae *ArgsError

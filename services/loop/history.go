@@ -58,7 +58,7 @@ func RepairHistory(msgs []*heraldpb.ChatMessage) []*heraldpb.ChatMessage {
 func withObjectArgs(m *heraldpb.ChatMessage) *heraldpb.ChatMessage {
 	ok := true
 	for _, c := range m.ToolCalls {
-		if _, valid := asObject(c.Arguments); !valid || WireToolName(c.Name) != c.Name {
+		if !isObject(c.Arguments) || WireToolName(c.Name) != c.Name {
 			ok = false
 		}
 	}
@@ -67,7 +67,7 @@ func withObjectArgs(m *heraldpb.ChatMessage) *heraldpb.ChatMessage {
 	}
 	c := gproto.Clone(m).(*heraldpb.ChatMessage)
 	for _, tc := range c.ToolCalls {
-		if _, valid := asObject(tc.Arguments); !valid {
+		if !isObject(tc.Arguments) {
 			tc.Arguments = WireArgs(tc.Arguments)
 		}
 		tc.Name = WireToolName(tc.Name)

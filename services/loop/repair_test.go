@@ -1,6 +1,7 @@
 package loop
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -85,4 +86,17 @@ func TestRepairArgs(t *testing.T) {
 
 func TestCanonicalArgsIgnoresKeyOrderAndSpacing(t *testing.T) {
 	require.Equal(t, CanonicalArgs(`{"b":1,"a":{"y":2,"x":1}}`), CanonicalArgs(`{ "a": {"x":1, "y":2}, "b": 1 }`))
+}
+
+// TestIsObjectAgreesWithDecoding: the check a history's tool calls get on
+// every request says what decoding them would.
+func TestIsObjectAgreesWithDecoding(t *testing.T) {
+	cases := []string{``, ` `, `{}`, ` {"a":1} `, `{"a":1}x`, `{"a":`, `null`, ` null`, `[1]`, `"s"`, `1`, `true`,
+		`{"a":1,"a":2}`, "{\"s\":\"\xff\"}", `{"n":1e3,"s":"\u2028é"}`, "\t\n{\"a\":[1,{\"b\":null}]}\r\n", `{,}`, `{"a":1,}`,
+		`{"a":01}`, `{"a":"\x01"}`, `{} {}`, "\ufeff{}", `{"a":1e999}`, `{"a":1E3}`, `{"a":-1.5e-3}`, `{"a":"1e999"}`,
+		`{"a":"\"1e999"}`, `{"a":true,"b":false}`, `{"a":1` + strings.Repeat("0", 400) + `}`, `{"a":0.` + strings.Repeat("0", 400) + `1}`}
+	for _, c := range cases {
+		_, want := asObject(c)
+		require.Equal(t, want, isObject(c), "%q", c)
+	}
 }

@@ -28,6 +28,8 @@ type cachedTranscript struct {
 	rev   uint64
 	msgs  []*heraldpb.ChatMessage
 	state []byte
+	// decoded is state as decoded (snapshot), nil when it must be decoded.
+	decoded *State
 }
 
 const maxCachedSessions = 4096
@@ -81,19 +83,21 @@ func (t *transcripts) load(ctx context.Context, sid, log string, rev uint64, n i
 }
 
 // committed returns the state record this process last committed for the
-// session, if it is still cached.
-func (t *transcripts) committed(sid string) (record, bool) {
+// session, if it is still cached, with a copy of its state to decide on
+// (nil: decode the record).
+func (t *transcripts) committed(sid string) (record, *State, bool) {
 	t.mu.Lock()
-	defer t.mu.Unlock()
 	c := t.cache[sid]
+	t.mu.Unlock()
 	if c == nil || c.state == nil {
-		return record{}, false
+		return record{}, nil, false
 	}
-	return record{data: c.state, rev: c.rev}, true
+	return record{data: c.state, rev: c.rev}, snapshot(c.decoded), true
 }
 
-// remember records the transcript and state committed at rec's revision.
-func (t *transcripts) remember(sid string, rec record, msgs []*heraldpb.ChatMessage) {
+// remember records the transcript and state st committed at rec's revision.
+func (t *transcripts) remember(sid string, rec record, st *State, msgs []*heraldpb.ChatMessage) {
+	decoded := snapshot(st)
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if len(t.cache) >= maxCachedSessions {
@@ -102,7 +106,7 @@ func (t *transcripts) remember(sid string, rec record, msgs []*heraldpb.ChatMess
 			break
 		}
 	}
-	t.cache[sid] = &cachedTranscript{rev: rec.rev, msgs: msgs, state: rec.data}
+	t.cache[sid] = &cachedTranscript{rev: rec.rev, msgs: msgs, state: rec.data, decoded: decoded}
 }
 
 func (t *transcripts) forget(sid string) {

@@ -151,7 +151,7 @@ func (s *Service) advanceOnce(ctx context.Context, sid string, decide func(t *tx
 		s.tr.forget(sid)
 		return err
 	}
-	s.tr.remember(sid, rec, t.history())
+	s.tr.remember(sid, rec, t.st, t.history())
 	s.commits.done(sid)
 	s.observe(t)
 	for _, ev := range t.events {
@@ -169,11 +169,15 @@ func (s *Service) advanceOnce(ctx context.Context, sid string, decide func(t *tx
 // speculate decides against the state this process last committed, which
 // it returns too, or returns no transition when none is cached.
 func (s *Service) speculate(ctx context.Context, sid string, decide func(t *txn) error) (record, *txn, error) {
-	rec, ok := s.tr.committed(sid)
+	rec, st, ok := s.tr.committed(sid)
 	if !ok {
 		return record{}, nil, nil
 	}
-	t, err := s.decideOn(ctx, sid, rec, decide)
+	if st == nil {
+		t, err := s.decideOn(ctx, sid, rec, decide)
+		return rec, t, err
+	}
+	t, err := s.decideOnState(ctx, sid, rec.rev, st, decide)
 	return rec, t, err
 }
 
@@ -183,10 +187,17 @@ func (s *Service) decideOn(ctx context.Context, sid string, rec record, decide f
 	if err != nil {
 		return nil, err
 	}
-	t := &txn{s: s, st: st, rev: rec.rev}
+	return s.decideOnState(ctx, sid, rec.rev, st, decide)
+}
+
+// decideOnState runs decide against st, the state at revision rev (nil:
+// none), and its transcript.
+func (s *Service) decideOnState(ctx context.Context, sid string, rev uint64, st *State, decide func(t *txn) error) (*txn, error) {
+	var err error
+	t := &txn{s: s, st: st, rev: rev}
 	if st != nil {
 		t.baseChain = st.LogChain
-		if t.msgs, err = s.tr.load(ctx, sid, st.logID(), rec.rev, st.TranscriptLen, st.LogChain); err != nil {
+		if t.msgs, err = s.tr.load(ctx, sid, st.logID(), rev, st.TranscriptLen, st.LogChain); err != nil {
 			return nil, err
 		}
 	}

@@ -32,12 +32,13 @@ func (s *Service) handle(ctx context.Context, msg jetstream.Msg) error {
 // redelivery, or an execute_code program run again) is answered from it.
 func (s *Service) runCall(ctx context.Context, req *heraldpb.ToolCallRequest, delivered uint64) (*heraldpb.ToolResult, error) {
 	streak := s.readStreak(ctx, req) // read while the stored result is looked up
+	policy := s.askPolicyEarly(ctx, req, delivered)
 	if res, err := s.storedResult(ctx, req); err != nil || res != nil {
 		return res, err
 	}
 	start := time.Now()
 	ctx, _ = telemetry.StartTool(ctx, req)
-	c, early := s.prepare(ctx, req, delivered, streak)
+	c, early := s.prepare(ctx, req, delivered, streak, policy)
 	o := early
 	if c != nil {
 		o = s.execute(ctx, c)
@@ -85,7 +86,8 @@ func deliveries(msg jetstream.Msg) uint64 {
 
 // prepare resolves what the call needs; when it cannot run, the returned
 // outcome says why.
-func (s *Service) prepare(ctx context.Context, req *heraldpb.ToolCallRequest, delivered uint64, streak func() failureStreak) (*call, outcome) {
+func (s *Service) prepare(ctx context.Context, req *heraldpb.ToolCallRequest, delivered uint64, streak func() failureStreak,
+	policy func() (outcome, bool)) (*call, outcome) {
 	t, spec, found := s.lookup(req.GetTool())
 	if !found || t == nil {
 		return nil, failed(fmt.Errorf("%w %q; this runner offers: %s", ErrUnknownTool, req.GetTool(), s.toolNames()))
@@ -95,7 +97,10 @@ func (s *Service) prepare(ctx context.Context, req *heraldpb.ToolCallRequest, de
 			return nil, o
 		}
 	}
-	if o, refused := s.policyRefuses(ctx, req); refused {
+	if policy == nil {
+		policy = func() (outcome, bool) { return s.policyRefuses(ctx, req) }
+	}
+	if o, refused := policy(); refused {
 		return nil, o
 	}
 	if o, open := s.breakerOpen(req, streak()); open {

@@ -2,6 +2,7 @@ package toolrunner
 
 import (
 	"context"
+	"sync"
 
 	"github.com/heraldrun/herald/pkg/hooks"
 	"github.com/heraldrun/herald/proto/heraldpb"
@@ -19,4 +20,32 @@ func (s *Service) policyRefuses(ctx context.Context, req *heraldpb.ToolCallReque
 	}
 	// A refusal is policy, not the tool failing: it does not trip the breaker.
 	return outcome{status: statusDenied, content: d.Reason, correctable: true}, true
+}
+
+// askPolicyEarly starts the pre_tool_call ask of a call's first delivery
+// while the runner looks for a stored result, a round trip off each call's
+// path; prepare takes its answer. A redelivered call, or one of a tool this
+// runner lacks, is asked later, only when it is about to run. (A first
+// delivery has a stored result only when the loop sent the call again after
+// the dedupe window; then the plugin was asked about a call answered from
+// its result.)
+func (s *Service) askPolicyEarly(ctx context.Context, req *heraldpb.ToolCallRequest, delivered uint64) func() (outcome, bool) {
+	if _, _, known := s.lookup(req.GetTool()); !known || delivered > 1 {
+		return nil
+	}
+	type answer struct {
+		o       outcome
+		refused bool
+	}
+	done := make(chan answer, 1)
+	go func() {
+		o, refused := s.policyRefuses(ctx, req)
+		done <- answer{o, refused}
+	}()
+	var once sync.Once
+	var got answer
+	return func() (outcome, bool) {
+		once.Do(func() { got = <-done })
+		return got.o, got.refused
+	}
 }
