@@ -116,3 +116,30 @@ func TestSnapshotIsTheRecordDecoded(t *testing.T) {
 	require.Greater(t, copied, 1000)
 	require.Positive(t, refused, "states with invalid UTF-8 came up")
 }
+
+// BenchmarkStateForNextTransition: what a transition pays for the state it
+// decides on, copied (snapshot) or decoded from the record as before.
+func BenchmarkStateForNextTransition(b *testing.B) {
+	st := &State{SessionID: "s-188b8710-2667", TaskID: "t-1", Tenant: "default", Model: "test-model", Pool: "default",
+		Status: statusActing, Turn: 1, Step: 4, MaxIterations: 90, TranscriptLen: 9, LogChain: 0xf9d37234027c0880,
+		Pending: &Pending{Kind: waitTools, Calls: []PendingCall{{CallID: "t1s4c0", ModelID: "call_4", Tool: "read_file",
+			Args: `{"limit":4,"path":"data.txt"}`, Segment: 0}}},
+		APICalls: 4, CostUSD: 0.000123, EventSeq: 17, TurnStartedMs: 1764633600000,
+		LastFingerprint: "read_file {\"limit\":3,\"path\":\"data.txt\"} 1a2b", SentRef: &SentRef{Log: "s-188b8710-2667", Len: 7, Chain: 42}}
+	data, err := json.Marshal(st)
+	require.NoError(b, err)
+	b.Run("snapshot", func(b *testing.B) {
+		for b.Loop() {
+			if snapshot(st) == nil {
+				b.Fatal("no copy")
+			}
+		}
+	})
+	b.Run("decode", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := (record{data: data, rev: 1}).decode("s1"); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
