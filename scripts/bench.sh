@@ -6,8 +6,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 run() { echo "== $*"; go test -run '^$' "$@" 2>&1 | grep -E '^(Benchmark|ok|FAIL|---)' ; }
 # issue 14's aims: CPU and bytes per step, step overhead, many sessions at 200 ms
-run -bench 'BenchmarkStepCPU' -benchtime 3x ./services/herald/e2e/   # and BenchmarkStepCPUProcess (herald up)
+run -bench 'BenchmarkStepCPU' -benchtime 30x ./services/herald/e2e/   # and BenchmarkStepCPUProcess (herald up)
 run -bench 'BenchmarkWorkQueueCycle' -benchtime 2000x ./pkg/bus/
+run -bench 'BenchmarkStateForNextTransition' ./services/loop/
 run -bench 'BenchmarkStepBytes' -benchtime 1x ./services/herald/e2e/
 run -bench 'BenchmarkStepOverhead' -benchtime 20x ./services/herald/e2e/
 run -bench 'BenchmarkStepThroughBus|BenchmarkStepInProcess' -benchtime 30x ./services/herald/e2e/
