@@ -60,31 +60,16 @@ func newWireSlots(n int) []*wireSlot {
 // it) by parts joined with commas; an empty part adds nothing. It is false
 // when the sentinel is not in frame exactly once.
 func splice(frame, sentinel []byte, parts [][]byte) ([]byte, bool) {
-	at := bytes.Index(frame, sentinel)
-	if at < 0 || bytes.Contains(frame[at+len(sentinel):], sentinel) {
+	b, ok := spliceBody(frame, sentinel, parts)
+	if !ok {
 		return nil, false
 	}
-	size := len(frame)
-	for _, b := range parts {
-		size += len(b) + 1
-	}
-	out := make([]byte, 0, size)
-	out = append(out, frame[:at]...)
-	first := true
-	for _, b := range parts {
-		if len(b) == 0 {
-			continue
-		}
-		if !first {
-			out = append(out, ',')
-		}
-		out, first = append(out, b...), false
-	}
-	return append(out, frame[at+len(sentinel):]...), true
+	return b.Bytes(), true
 }
 
 // spliceBody is splice for a request body: the parts are not joined but
-// kept, with the commas and the frame's ends, as the body's parts.
+// kept, with the commas and the frame's ends, as the body's parts (a body
+// always has the frame's two ends, so Bytes joins them into a new slice).
 func spliceBody(frame, sentinel []byte, parts [][]byte) (*requestBody, bool) {
 	at := bytes.Index(frame, sentinel)
 	if at < 0 || bytes.Contains(frame[at+len(sentinel):], sentinel) {

@@ -41,17 +41,18 @@ type failureStreak struct {
 // readStreak starts reading the call's failure streak and returns a func
 // that waits for it.
 func (s *Service) readStreak(ctx context.Context, req *heraldpb.ToolCallRequest) func() failureStreak {
-	done := make(chan failureStreak, 1)
-	go func() {
+	return inBackground(func() failureStreak {
 		n, _, err := s.failures(ctx, req.GetSessionId(), req.GetTool())
-		done <- failureStreak{n: n, err: err}
-	}()
-	var once sync.Once
-	var got failureStreak
-	return func() failureStreak {
-		once.Do(func() { got = <-done })
-		return got
-	}
+		return failureStreak{n: n, err: err}
+	})
+}
+
+// inBackground starts f and returns a func that waits for its value (as
+// often as it is called).
+func inBackground[T any](f func() T) func() T {
+	done := make(chan T, 1)
+	go func() { done <- f() }()
+	return sync.OnceValue(func() T { return <-done })
 }
 
 // recordOutcome moves the breaker: a failure counts up, a success resets.

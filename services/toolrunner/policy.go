@@ -2,7 +2,6 @@ package toolrunner
 
 import (
 	"context"
-	"sync"
 
 	"github.com/heraldrun/herald/pkg/hooks"
 	"github.com/heraldrun/herald/proto/heraldpb"
@@ -37,15 +36,12 @@ func (s *Service) askPolicyEarly(ctx context.Context, req *heraldpb.ToolCallRequ
 		o       outcome
 		refused bool
 	}
-	done := make(chan answer, 1)
-	go func() {
+	got := inBackground(func() answer {
 		o, refused := s.policyRefuses(ctx, req)
-		done <- answer{o, refused}
-	}()
-	var once sync.Once
-	var got answer
+		return answer{o, refused}
+	})
 	return func() (outcome, bool) {
-		once.Do(func() { got = <-done })
-		return got.o, got.refused
+		a := got()
+		return a.o, a.refused
 	}
 }
