@@ -7,6 +7,7 @@ cd "$(dirname "$0")/.."
 run() { echo "== $*"; go test -run '^$' "$@" 2>&1 | grep -E '^(Benchmark|ok|FAIL|---)' ; }
 # issue 14's aims: CPU and bytes per step, step overhead, many sessions at 200 ms
 run -bench 'BenchmarkStepCPU' -benchtime 30x ./services/herald/e2e/   # and BenchmarkStepCPUProcess (herald up)
+run -bench 'BenchmarkUpProcessors' -benchtime 20x ./services/herald/e2e/   # processors sized to the load, against GOMAXPROCS fixed
 run -bench 'BenchmarkWorkQueueCycle' -benchtime 2000x ./pkg/bus/
 run -bench 'BenchmarkStateForNextTransition' ./services/loop/
 run -bench 'BenchmarkStepBytes' -benchtime 1x ./services/herald/e2e/

@@ -73,7 +73,7 @@ func costScript(steps int) scripted.Script {
 	}
 }
 
-func startCostModel(b *testing.B, steps int) string {
+func startCostModel(b testing.TB, steps int) string {
 	cmd := exec.Command(os.Args[0], "-test.run=^$", "-test.bench=^$")
 	cmd.Env = append(os.Environ(), costModelEnv+"="+strconv.Itoa(steps))
 	out, err := cmd.StdoutPipe()
@@ -119,7 +119,7 @@ func startCostHarness(b *testing.B, url string) *H {
 
 // writeCostFiles writes the small file of every step and history.txt of
 // about size bytes, which the first step reads into the history.
-func writeCostFiles(b *testing.B, dir string, size int) {
+func writeCostFiles(b testing.TB, dir string, size int) {
 	line := strings.Repeat("history ", 8) + "\n"
 	require.NoError(b, os.WriteFile(filepath.Join(dir, "data.txt"), []byte("some data\n"), 0o644))
 	require.NoError(b, os.WriteFile(filepath.Join(dir, "history.txt"), []byte(strings.Repeat(line, max(size/len(line), 1))), 0o644))

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -30,9 +32,13 @@ func BenchmarkStepCPUProcess(b *testing.B) {
 	for _, c := range costHistories {
 		b.Run(c.name, func(b *testing.B) {
 			url := startCostModel(b, costSteps)
-			up := startUpProcess(b, url, c.size)
+			up := startUpProcess(b, url, c.size, upOptions{})
 			base := newBaselineLoop(b, url, c.size)
-			up.run(b, "warm-up")
+			// a `herald up` runs for hours: measure it settled, past the
+			// first trial of fewer processors (internal/procs)
+			for start := time.Now(); time.Since(start) < 2*time.Second; {
+				up.run(b, "warm-up")
+			}
 			base.run(b, "warm-up")
 			var herald, inproc time.Duration
 			b.ResetTimer()
@@ -60,7 +66,15 @@ type upProcess struct {
 	js  jetstream.JetStream
 }
 
-func startUpProcess(b *testing.B, modelURL string, size int) *upProcess {
+// upOptions: the dashboard's (and /metrics') address, none if empty, and
+// more environment for the process.
+type upOptions struct {
+	http string
+	env  map[string]string
+}
+
+// startUpProcess starts `herald up` against the model at modelURL.
+func startUpProcess(b testing.TB, modelURL string, size int, o upOptions) *upProcess {
 	data := b.TempDir()
 	ws := filepath.Join(data, "workspace")
 	require.NoError(b, os.MkdirAll(ws, 0o755))
@@ -79,12 +93,15 @@ func startUpProcess(b *testing.B, modelURL string, size int) *upProcess {
 		"HERALD_CONFIG": filepath.Join(data, "herald.yaml"), "HERALD_LOG_LEVEL": "warn",
 		// no clickhouse-server on PATH: usage waits in its stream, no private ClickHouse
 		"PATH": "/usr/local/bin:/usr/bin:/bin"}
+	for k, v := range o.env {
+		env[k] = v
+	}
 	if prefix := os.Getenv("HERALD_BENCH_UP_CPUPROFILE"); prefix != "" {
 		// a profile of the whole `herald up` process, one file per history size
 		env["HERALD_CPUPROFILE"] = fmt.Sprintf("%s.%d", prefix, size)
 	}
 	var stderr heraldtest.SyncBuffer
-	cmd := heraldCmd(b, ctx, data, env, "up", "--nats-listen", fmt.Sprintf("127.0.0.1:%d", port), "--data-dir", data, "--http", "")
+	cmd := heraldCmd(b, ctx, data, env, "up", "--nats-listen", fmt.Sprintf("127.0.0.1:%d", port), "--data-dir", data, "--http", o.http)
 	cmd.Stderr = &stderr
 	require.NoError(b, cmd.Start())
 	b.Cleanup(func() { _ = cmd.Process.Signal(os.Interrupt); _ = cmd.Wait() })
@@ -105,7 +122,7 @@ func startUpProcess(b *testing.B, modelURL string, size int) *upProcess {
 }
 
 // run submits one cost session and waits for its answer.
-func (u *upProcess) run(b *testing.B, prompt string) {
+func (u *upProcess) run(b testing.TB, prompt string) {
 	task := NewTask(prompt)
 	task.MaxIterations = costSteps + 1
 	sub, err := u.nc.SubscribeSync(bus.SessionResult(task.SessionID))
@@ -123,7 +140,7 @@ func (u *upProcess) run(b *testing.B, prompt string) {
 }
 
 // cpu is the process's user + system time so far.
-func (u *upProcess) cpu(b *testing.B) time.Duration {
+func (u *upProcess) cpu(b testing.TB) time.Duration {
 	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", u.pid))
 	require.NoError(b, err)
 	// fields after the command name, which is in parentheses: state is 3,
@@ -135,4 +152,50 @@ func (u *upProcess) cpu(b *testing.B) time.Duration {
 	require.NoError(b, err)
 	const ticks = 100 // sysconf(_SC_CLK_TCK) on Linux
 	return time.Duration(utime+stime) * time.Second / ticks
+}
+
+// BenchmarkUpProcessors: batches of sessions at once (instant model)
+// through two `herald up` processes, one sizing its processors to its load
+// (internal/procs) and one with GOMAXPROCS set to the machine's count,
+// which turns the sizing off; the batches alternate between the two. Wall
+// time per batch and CPU per step of each, and their ratios.
+func BenchmarkUpProcessors(b *testing.B) {
+	url := startCostModel(b, costSteps)
+	sized := startUpProcess(b, url, 0, upOptions{})
+	fixed := startUpProcess(b, url, 0, upOptions{env: map[string]string{"GOMAXPROCS": strconv.Itoa(runtime.NumCPU())}})
+	for _, up := range []*upProcess{sized, fixed} {
+		for start := time.Now(); time.Since(start) < 2*time.Second; {
+			up.run(b, "warm-up") // settled, as in BenchmarkStepCPUProcess
+		}
+	}
+	for _, n := range []int{1, 4, 32} {
+		b.Run(fmt.Sprintf("sessions=%d", n), func(b *testing.B) {
+			var wall, cpu [2]time.Duration
+			for i := 0; i < b.N; i++ {
+				for k, up := range []*upProcess{sized, fixed} {
+					c0, t0 := up.cpu(b), time.Now()
+					up.batch(b, n, fmt.Sprintf("batch %d", i))
+					wall[k] += time.Since(t0)
+					cpu[k] += up.cpu(b) - c0
+				}
+			}
+			steps := float64(b.N * n * (costSteps + 1))
+			b.ReportMetric(float64(wall[0].Microseconds())/float64(b.N)/1000, "sized-ms/batch")
+			b.ReportMetric(float64(wall[1].Microseconds())/float64(b.N)/1000, "fixed-ms/batch")
+			b.ReportMetric(float64(cpu[0].Microseconds())/steps, "sized-cpu-µs/step")
+			b.ReportMetric(float64(cpu[1].Microseconds())/steps, "fixed-cpu-µs/step")
+			b.ReportMetric(float64(wall[0])/float64(wall[1]), "x-wall")
+			b.ReportMetric(float64(cpu[0])/float64(cpu[1]), "x-cpu")
+			b.ReportMetric(0, "ns/op")
+		})
+	}
+}
+
+// batch runs n sessions at once and waits for all of them.
+func (u *upProcess) batch(b testing.TB, n int, prefix string) {
+	var wg sync.WaitGroup
+	for j := range n {
+		wg.Go(func() { u.run(b, fmt.Sprintf("%s-%d", prefix, j)) })
+	}
+	wg.Wait()
 }
