@@ -71,7 +71,7 @@ func runDemo(ctx context.Context, cfg config.Config, c common, cio cliIO, keep b
 		return err
 	}
 	defer ch.stop()
-	a, err := app.Start(ctx, app.Options{Config: cfg, StoreDir: filepath.Join(dir, "nats"), Log: log, Instance: "demo"})
+	a, err := app.Start(ctx, app.Options{Config: cfg, StoreDir: filepath.Join(dir, "nats"), Log: log, Instance: "demo", SizeProcessors: true})
 	if err != nil {
 		return err
 	}

@@ -11,8 +11,6 @@ import (
 	"os/signal"
 	"runtime/pprof"
 	"syscall"
-
-	"github.com/heraldrun/herald/services/herald/internal/procs"
 )
 
 func main() {
@@ -22,7 +20,6 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), sigs...)
 	stopProfile := cpuProfile(os.Getenv("HERALD_CPUPROFILE"))
-	procs.Start(ctx)
 	code := Main(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 	stop()
 	stopProfile()

@@ -205,7 +205,7 @@ func startInProcess(ctx context.Context, cfg config.Config, log zerolog.Logger) 
 	if err := os.MkdirAll(store, 0o755); err != nil {
 		return nil, fmt.Errorf("data dir: %w", err)
 	}
-	a, err := app.Start(ctx, app.Options{Config: cfg, StoreDir: store, Log: log, Instance: "run"})
+	a, err := app.Start(ctx, app.Options{Config: cfg, StoreDir: store, Log: log, Instance: "run", SizeProcessors: true})
 	if err != nil {
 		return nil, fmt.Errorf("starting Herald in-process: %w", err)
 	}

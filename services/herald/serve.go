@@ -31,7 +31,7 @@ func cmdServe(ctx context.Context, args []string, cio cliIO) int {
 	}
 	log := c.logger(cio.err, "info")
 	a, err := app.Start(ctx, app.Options{Config: cfg, Services: names, Log: log, Instance: *instance,
-		Concurrency: *concurrency, Pool: *pool, ConnectTimeout: 30 * time.Second})
+		Concurrency: *concurrency, Pool: *pool, ConnectTimeout: 30 * time.Second, SizeProcessors: true})
 	if err != nil {
 		fmt.Fprintln(cio.err, "herald serve:", err)
 		return exitFail

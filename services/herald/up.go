@@ -50,7 +50,7 @@ func cmdUp(ctx context.Context, args []string, cio cliIO) int {
 	}
 	defer ch.stop()
 	a, err := app.Start(ctx, app.Options{Config: cfg, StoreDir: filepath.Join(cfg.DataDir, "nats"), Listen: *listen,
-		NATSConfigFile: *natsConfig, Log: log, Instance: "up"})
+		NATSConfigFile: *natsConfig, Log: log, Instance: "up", SizeProcessors: true})
 	if err != nil {
 		fmt.Fprintln(cio.err, "herald up:", err)
 		return exitFail

@@ -21,6 +21,7 @@ import (
 	"github.com/heraldrun/herald/services/accounting"
 	"github.com/heraldrun/herald/services/compressor"
 	"github.com/heraldrun/herald/services/gateway"
+	"github.com/heraldrun/herald/services/herald/internal/procs"
 	"github.com/heraldrun/herald/services/loop"
 	"github.com/heraldrun/herald/services/memory"
 	"github.com/heraldrun/herald/services/toolrunner"
@@ -52,6 +53,12 @@ type Options struct {
 	Pool        string
 	// ConnectTimeout bounds waiting for a remote NATS (serve).
 	ConnectTimeout time.Duration
+	// SizeProcessors: once started, fit GOMAXPROCS to the load (internal/
+	// procs). Only after start-up, so that what sizes itself by GOMAXPROCS
+	// when it starts (the embedded server's API workers) sees the runtime's
+	// own choice; the binary's commands set it, tests that run the
+	// services inside the test process do not.
+	SizeProcessors bool
 }
 
 // App is a running composition.
@@ -107,6 +114,9 @@ func Start(ctx context.Context, o Options) (*App, error) {
 			return nil, fmt.Errorf("start %s: %w", n, err)
 		}
 		a.services = append(a.services, svc)
+	}
+	if o.SizeProcessors {
+		procs.Start(ctx)
 	}
 	return a, nil
 }
