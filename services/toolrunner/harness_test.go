@@ -163,6 +163,16 @@ func waitEvent(t *testing.T, ch <-chan proto.Event, typ string) proto.Event {
 	}
 }
 
+// waitCallEvent returns the first event of type typ about the call callID.
+func waitCallEvent(t *testing.T, ch <-chan proto.Event, typ, callID string) proto.Event {
+	t.Helper()
+	for {
+		if ev := waitEvent(t, ch, typ); ev.CallID == callID {
+			return ev
+		}
+	}
+}
+
 // drained waits until the runner has acknowledged everything queued.
 func (h *harness) drained() {
 	h.t.Helper()
