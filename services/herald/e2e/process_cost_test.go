@@ -34,11 +34,7 @@ func BenchmarkStepCPUProcess(b *testing.B) {
 			url := startCostModel(b, costSteps)
 			up := startUpProcess(b, url, c.size, upOptions{})
 			base := newBaselineLoop(b, url, c.size)
-			// a `herald up` runs for hours: measure it settled, past the
-			// first trial of fewer processors (internal/procs)
-			for start := time.Now(); time.Since(start) < 2*time.Second; {
-				up.run(b, "warm-up")
-			}
+			up.settle(b)
 			base.run(b, "warm-up")
 			var herald, inproc time.Duration
 			b.ResetTimer()
@@ -139,6 +135,15 @@ func (u *upProcess) run(b testing.TB, prompt string) {
 	require.Equal(b, "done", res.FinalResponse)
 }
 
+// settle runs sessions for 2 s: a `herald up` runs for hours, so it is
+// measured settled, past its first trial of fewer processors
+// (internal/procs).
+func (u *upProcess) settle(b testing.TB) {
+	for start := time.Now(); time.Since(start) < 2*time.Second; {
+		u.run(b, "warm-up")
+	}
+}
+
 // cpu is the process's user + system time so far.
 func (u *upProcess) cpu(b testing.TB) time.Duration {
 	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", u.pid))
@@ -163,11 +168,8 @@ func BenchmarkUpProcessors(b *testing.B) {
 	url := startCostModel(b, costSteps)
 	sized := startUpProcess(b, url, 0, upOptions{})
 	fixed := startUpProcess(b, url, 0, upOptions{env: map[string]string{"GOMAXPROCS": strconv.Itoa(runtime.NumCPU())}})
-	for _, up := range []*upProcess{sized, fixed} {
-		for start := time.Now(); time.Since(start) < 2*time.Second; {
-			up.run(b, "warm-up") // settled, as in BenchmarkStepCPUProcess
-		}
-	}
+	sized.settle(b)
+	fixed.settle(b)
 	for _, n := range []int{1, 4, 32} {
 		b.Run(fmt.Sprintf("sessions=%d", n), func(b *testing.B) {
 			var wall, cpu [2]time.Duration
