@@ -77,8 +77,10 @@ func TestControllerFollowsTheRuntimesOwnChoice(t *testing.T) {
 
 // TestWaitedIsTheTimeGoroutinesWaitForAProcessor reads the runtime's
 // scheduler as the controller does: on one processor, four goroutines that
-// never block wait about three quarters of the time each; a goroutine
-// that sleeps hardly waits.
+// take turns (a short spin, then yield) each wait about three quarters of
+// the time; a goroutine that sleeps hardly waits. Turns rather than
+// preemption, so that the runtime, which records one scheduling in eight,
+// has thousands to sample.
 func TestWaitedIsTheTimeGoroutinesWaitForAProcessor(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
 	s, ok := newSched()
@@ -88,7 +90,10 @@ func TestWaitedIsTheTimeGoroutinesWaitForAProcessor(t *testing.T) {
 	var wg sync.WaitGroup
 	for range 4 {
 		wg.Go(func() {
-			for time.Now().Before(end) {
+			for now := time.Now(); now.Before(end); now = time.Now() {
+				for turn := now.Add(50 * time.Microsecond); time.Now().Before(turn); {
+				}
+				runtime.Gosched()
 			}
 		})
 	}
