@@ -3,6 +3,7 @@ package memory
 import (
 	"context"
 	"fmt"
+	"github.com/heraldrun/herald/pkg/service"
 	"strings"
 	"testing"
 	"time"
@@ -200,4 +201,62 @@ func TestIndexIgnoresImpossibleTranscriptPositions(t *testing.T) {
 	ix.Add(&heraldpb.TranscriptEntry{SessionId: "s", Index: 2147483647,
 		Message: &heraldpb.ChatMessage{Role: "user", Content: "x"}}, 1)
 	require.Empty(t, ix.Search("x", 5, ""), "an entry at position 2^31 is ignored, not allocated for")
+}
+
+// heldRecall is an external provider whose recall for "slow" takes until
+// the test releases it, as a provider's API can.
+type heldRecall struct {
+	started, release chan struct{}
+}
+
+func (p *heldRecall) Name() string { return "held" }
+
+func (p *heldRecall) Recall(ctx context.Context, tenant, query string) (string, error) {
+	if query == "slow" {
+		close(p.started)
+		select {
+		case <-p.release:
+		case <-ctx.Done():
+			return "", ctx.Err()
+		}
+	}
+	return "recalled " + query, nil
+}
+
+func (p *heldRecall) Observe(context.Context, string, string, string) error { return nil }
+
+// One slow answer holds up no other: a turn's recall is answered while
+// another turn's is still waiting for the provider.
+func TestASlowRecallHoldsUpNoOther(t *testing.T) {
+	b := heraldtest.StartBus(t)
+	nc, js := b.Connect(t, "mem-1")
+	s, err := New(testConfig(t), service.Deps{NC: nc, JS: js, Log: heraldtest.Logger(t), Instance: "mem-1"})
+	require.NoError(t, err)
+	p := &heldRecall{started: make(chan struct{}), release: make(chan struct{})}
+	s.SetProvider(p)
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	require.NoError(t, s.Start(ctx))
+	t.Cleanup(func() { _ = s.Shutdown(context.Background()) })
+
+	slow := make(chan string, 1)
+	go func() {
+		m, err := b.NC.RequestWithContext(ctx, RecallSubject, []byte(`{"tenant":"t","query":"slow"}`))
+		if err != nil {
+			slow <- err.Error()
+			return
+		}
+		slow <- string(m.Data)
+	}()
+	select {
+	case <-p.started:
+	case <-ctx.Done():
+		t.Fatal("the slow recall never reached the provider")
+	}
+	// within the 2 s a loop waits for a recall (loop.Config.SnapshotTimeout)
+	m, err := b.NC.Request(RecallSubject, []byte(`{"tenant":"t","query":"fast"}`), 2*time.Second)
+	require.NoError(t, err, "answered while the slow recall is held")
+	require.Contains(t, string(m.Data), "recalled fast")
+	close(p.release)
+	require.Contains(t, <-slow, "recalled slow")
 }

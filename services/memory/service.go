@@ -75,7 +75,7 @@ func (s *Service) Start(ctx context.Context) error {
 	for subject, h := range map[string]nats.MsgHandler{
 		bus.MemorySnapshotSubject: s.serveSnapshot, SearchSubject: s.serveSearch, RecallSubject: s.serveRecall,
 	} {
-		sub, err := s.deps.NC.QueueSubscribe(subject, queueGroup, h)
+		sub, err := s.deps.NC.QueueSubscribe(subject, queueGroup, concurrently(h))
 		if err != nil {
 			return fmt.Errorf("memory: subscribe %s: %w", subject, err)
 		}
@@ -90,6 +90,27 @@ func (s *Service) Start(ctx context.Context) error {
 	}
 	s.log.Info().Msg("memory service started")
 	return nil
+}
+
+// maxAnswering bounds the core requests of one kind answered at once.
+const maxAnswering = 64
+
+// concurrently answers each request of h's subject in its own goroutine, at
+// most maxAnswering at once. A subscription hands its messages to one
+// goroutine in turn, so one slow answer (an external provider's recall, a
+// search waiting for the index) held up every request behind it: with 1,000
+// sessions starting at once, some snapshots waited past the loop's 2 s and
+// those sessions started without their memory. An answer still running at
+// Shutdown finishes on its own (each is bounded by snapshotTimeout).
+func concurrently(h nats.MsgHandler) nats.MsgHandler {
+	slots := make(chan struct{}, maxAnswering)
+	return func(m *nats.Msg) {
+		slots <- struct{}{}
+		go func() {
+			defer func() { <-slots }()
+			h(m)
+		}()
+	}
 }
 
 // Shutdown stops taking calls and requests, lets in-flight calls finish
