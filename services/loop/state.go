@@ -211,24 +211,21 @@ func (s sessionStore) get(ctx context.Context, sid string) (record, error) {
 	return record{data: e.Value(), rev: e.Revision()}, nil
 }
 
-// commit stores st if the record is still at rev (0: must not exist yet)
-// and returns the record stored.
-func (s sessionStore) commit(ctx context.Context, st *State, rev uint64) (record, error) {
-	data, err := json.Marshal(st)
-	if err != nil {
-		return record{}, err
-	}
+// commitRecord stores data as the session's record if it is still at rev
+// (0: must not exist yet) and returns the record stored.
+func (s sessionStore) commitRecord(ctx context.Context, sid string, data []byte, rev uint64) (record, error) {
 	var newRev uint64
+	var err error
 	if rev == 0 {
-		newRev, err = s.kv.Create(ctx, st.SessionID, data)
+		newRev, err = s.kv.Create(ctx, sid, data)
 	} else {
-		newRev, err = s.kv.Update(ctx, st.SessionID, data, rev)
+		newRev, err = s.kv.Update(ctx, sid, data, rev)
 	}
 	if errors.Is(err, jetstream.ErrKeyExists) || isWrongSequence(err) {
 		return record{}, errConflict
 	}
 	if err != nil {
-		return record{}, fmt.Errorf("commit session %s: %w", st.SessionID, err)
+		return record{}, fmt.Errorf("commit session %s: %w", sid, err)
 	}
 	return record{data: data, rev: newRev}, nil
 }

@@ -20,6 +20,8 @@ type transcripts struct {
 
 	mu    sync.Mutex
 	cache map[string]*cachedTranscript
+	// pending holds each session's commit on its way (pending.go).
+	pending map[string]*pending
 }
 
 // cachedTranscript is a transcript known to be committed at a state
@@ -35,7 +37,7 @@ type cachedTranscript struct {
 const maxCachedSessions = 4096
 
 func newTranscripts(js jetstream.JetStream) *transcripts {
-	return &transcripts{js: js, cache: map[string]*cachedTranscript{}}
+	return &transcripts{js: js, cache: map[string]*cachedTranscript{}, pending: map[string]*pending{}}
 }
 
 // entryID names an entry by its index and chain: a repeat of the same
@@ -95,9 +97,9 @@ func (t *transcripts) committed(sid string) (record, *State, bool) {
 	return record{data: c.state, rev: c.rev}, snapshot(c.decoded), true
 }
 
-// remember records the transcript and state st committed at rec's revision.
-func (t *transcripts) remember(sid string, rec record, st *State, msgs []*heraldpb.ChatMessage) {
-	decoded := snapshot(st)
+// remember records the transcript and the state committed at rec's
+// revision (decoded: a copy of it, made by snapshot).
+func (t *transcripts) remember(sid string, rec record, decoded *State, msgs []*heraldpb.ChatMessage) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if len(t.cache) >= maxCachedSessions {

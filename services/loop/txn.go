@@ -1,7 +1,9 @@
 package loop
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -100,18 +102,22 @@ func (s *Service) advance(ctx context.Context, sid string, decide func(t *txn) e
 	wait := 500 * time.Microsecond
 	deadline := time.Now().Add(earlyPatience)
 	for {
+		// taken before the read: a commit that lands while it is on its
+		// way wakes the wait below at once
+		committed := s.commits.next(sid)
 		err := s.advanceOnce(ctx, sid, decide)
 		switch {
 		case errors.Is(err, errConflict) && conflicts < maxConflictRetries:
 			conflicts++
 		case errors.Is(err, errEarly) && time.Now().Before(deadline):
 			// The transition this input answers is usually this process's
-			// own, still committing: wake at its commit; one committed
-			// elsewhere (or before we began to wait) is seen by the next read.
+			// own, still committing: wake at its commit (the signal was
+			// taken before the read, so one landing since is not missed);
+			// one committed elsewhere is seen by the next read.
 			select {
 			case <-ctx.Done():
 				return ctx.Err()
-			case <-s.commits.next(sid):
+			case <-committed:
 			case <-time.After(wait):
 			}
 			wait = min(2*wait, 20*time.Millisecond)
@@ -122,19 +128,25 @@ func (s *Service) advance(ctx context.Context, sid string, decide func(t *txn) e
 }
 
 // advanceOnce reads the session's state and, while the read is on its way,
-// decides against the state this process last committed, which is usually
-// still current; that decision stands only if the read finds the same
-// revision, and nothing is published before the read confirms it.
+// decides against the state this process last committed (or is committing:
+// pending.go), which is usually still current; that decision stands only if
+// the read finds that very record, and nothing is published before the read
+// confirms it.
 func (s *Service) advanceOnce(ctx context.Context, sid string, decide func(t *txn) error) error {
 	current := s.store.fetch(ctx, sid)
-	guess, t, err := s.speculate(ctx, sid, decide)
+	g := s.speculate(ctx, sid, decide)
 	got := <-current
 	if got.err != nil {
 		return got.err
 	}
-	if t == nil || !guess.same(got.rec) {
-		t, err = s.decideOn(ctx, sid, got.rec, decide)
+	stands, err := s.stands(ctx, &g, got.rec)
+	if err != nil {
+		return err
 	}
+	if !stands {
+		g = s.decideOnRead(ctx, sid, got.rec, decide)
+	}
+	t, err := g.t, g.err
 	if err != nil || t.noop {
 		return err
 	}
@@ -146,12 +158,27 @@ func (s *Service) advanceOnce(ctx context.Context, sid string, decide func(t *tx
 		return err
 	}
 	t.st.TranscriptLen = len(t.msgs) + len(t.appended)
-	rec, err := s.store.commit(ctx, t.st, t.rev)
+	data, err := json.Marshal(t.st)
+	if err != nil {
+		return fmt.Errorf("encode session %s: %w", sid, err)
+	}
+	p := newPending(t.rev, data, t.st, t.history())
+	defer close(p.done) // also on a panic: a transition waiting for p goes on
+	s.tr.begin(sid, p)
+	defer s.tr.end(sid, p)
+	rec, err := s.store.commitRecord(ctx, sid, data, t.rev)
+	p.settle(rec.rev)
+	if g.on != nil {
+		// what the commit decided on does once it holds comes first: its
+		// state in the cache, its events before this one's
+		<-g.on.done
+	}
 	if err != nil {
 		s.tr.forget(sid)
 		return err
 	}
-	s.tr.remember(sid, rec, t.st, t.history())
+	s.tr.remember(sid, rec, p.decoded, p.msgs)
+	s.tr.end(sid, p)
 	s.commits.done(sid)
 	s.observe(t)
 	for _, ev := range t.events {
@@ -166,19 +193,69 @@ func (s *Service) advanceOnce(ctx context.Context, sid string, decide func(t *tx
 	return nil
 }
 
-// speculate decides against the state this process last committed, which
-// it returns too, or returns no transition when none is cached.
-func (s *Service) speculate(ctx context.Context, sid string, decide func(t *txn) error) (record, *txn, error) {
+// guess is a decision made before the read of the session's record came
+// back: on the record this process last committed (rec), or on a commit of
+// its own still on its way (on).
+type guess struct {
+	rec record
+	on  *pending
+	t   *txn
+	err error
+}
+
+// speculate decides against the state this process is committing or last
+// committed, or returns no transition when it knows neither.
+func (s *Service) speculate(ctx context.Context, sid string, decide func(t *txn) error) guess {
+	if p := s.tr.pendingOf(sid); p != nil {
+		return s.decideOnPending(p, 0, decide)
+	}
 	rec, st, ok := s.tr.committed(sid)
 	if !ok {
-		return record{}, nil, nil
+		return guess{}
 	}
+	var t *txn
+	var err error
 	if st == nil {
-		t, err := s.decideOn(ctx, sid, rec, decide)
-		return rec, t, err
+		t, err = s.decideOn(ctx, sid, rec, decide)
+	} else {
+		t, err = s.decideOnState(ctx, sid, rec.rev, st, decide)
 	}
-	t, err := s.decideOnState(ctx, sid, rec.rev, st, decide)
-	return rec, t, err
+	return guess{rec: rec, t: t, err: err}
+}
+
+// decideOnRead decides on rec, the record as read: when it is the one a
+// commit of this process on its way writes, on that commit's state, without
+// decoding the record or reading the transcript from the stream.
+func (s *Service) decideOnRead(ctx context.Context, sid string, rec record, decide func(t *txn) error) guess {
+	if p := s.tr.pendingOf(sid); p != nil && rec.rev > p.base && bytes.Equal(rec.data, p.data) {
+		return s.decideOnPending(p, rec.rev, decide)
+	}
+	t, err := s.decideOn(ctx, sid, rec, decide)
+	return guess{rec: rec, t: t, err: err}
+}
+
+// decideOnPending decides on the state p writes, stored at rev (0: not
+// known yet).
+func (s *Service) decideOnPending(p *pending, rev uint64, decide func(t *txn) error) guess {
+	st := snapshot(p.decoded) // a copy of a copy: never nil
+	t := &txn{s: s, st: st, rev: rev, msgs: p.msgs[:len(p.msgs):len(p.msgs)], baseChain: st.LogChain}
+	return guess{on: p, t: t, err: decide(t)}
+}
+
+// stands reports whether g's decision holds for rec, the record as read; a
+// decision on a pending commit takes the revision that commit is stored at.
+func (s *Service) stands(ctx context.Context, g *guess, rec record) (bool, error) {
+	switch {
+	case g.t == nil:
+		return false, nil
+	case g.on == nil:
+		return g.rec.same(rec), nil
+	}
+	rev, ok, err := g.on.holdsFor(ctx, rec)
+	if ok {
+		g.t.rev = rev
+	}
+	return ok, err
 }
 
 // decideOn runs decide against the state in rec and its transcript.

@@ -374,6 +374,12 @@ func BenchmarkStepOverhead(b *testing.B) {
 		steps := base.run(b, fmt.Sprintf("baseline %d", i))
 		inproc = append(inproc, steps[:len(steps)-1]...) // tool steps, as Herald's intervals
 	}
+	reportOverhead(b, herald, inproc)
+}
+
+// reportOverhead reports Herald's and the in-process loop's step at p50 and
+// p99, and their difference, the overhead.
+func reportOverhead(b *testing.B, herald, inproc []time.Duration) {
 	for _, p := range []struct {
 		name string
 		q    float64

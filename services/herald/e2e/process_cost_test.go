@@ -118,8 +118,10 @@ func startUpProcess(b testing.TB, modelURL string, size int, o upOptions) *upPro
 }
 
 // run submits one cost session and waits for its answer.
-func (u *upProcess) run(b testing.TB, prompt string) {
-	task := NewTask(prompt)
+func (u *upProcess) run(b testing.TB, prompt string) { u.runTask(b, NewTask(prompt)) }
+
+// runTask submits task as a cost session and waits for its answer.
+func (u *upProcess) runTask(b testing.TB, task proto.Task) {
 	task.MaxIterations = costSteps + 1
 	sub, err := u.nc.SubscribeSync(bus.SessionResult(task.SessionID))
 	require.NoError(b, err)
@@ -200,4 +202,28 @@ func (u *upProcess) batch(b testing.TB, n int, prefix string) {
 		wg.Go(func() { u.run(b, fmt.Sprintf("%s-%d", prefix, j)) })
 	}
 	wg.Wait()
+}
+
+// BenchmarkStepOverheadProcess is BenchmarkStepOverhead measured outside-in,
+// as the issue puts it: a `herald up` process serves the sessions, and this
+// test process times their steps from THINKING events and runs the
+// in-process loop against the same model (its own process), a session of
+// each alternately.
+func BenchmarkStepOverheadProcess(b *testing.B) {
+	url := startCostModel(b, costSteps)
+	up := startUpProcess(b, url, 0, upOptions{})
+	base := newBaselineLoop(b, url, 0)
+	up.settle(b)
+	base.run(b, "warm-up")
+	var herald, inproc []time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		task := NewTask(fmt.Sprintf("overhead %d", i))
+		stop := watchThinking(b, up.nc, task.SessionID)
+		up.runTask(b, task)
+		herald = append(herald, stop()...)
+		steps := base.run(b, fmt.Sprintf("baseline %d", i))
+		inproc = append(inproc, steps[:len(steps)-1]...) // tool steps, as Herald's intervals
+	}
+	reportOverhead(b, herald, inproc)
 }
