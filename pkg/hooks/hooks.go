@@ -43,14 +43,23 @@ type Client struct {
 
 	mu     sync.Mutex
 	warned map[string]bool
+	// quietUntil: till when a subject that had no listener is not asked.
+	quietUntil map[string]time.Time
+	now        func() time.Time
 }
+
+// QuietFor is how long a request/reply hook that had no listener is not
+// asked again: with no plugin, every ask was a round trip to the server on
+// a model call's or a tool call's path (~40–60 µs each). A plugin that
+// starts listening is asked from at most this long after.
+const QuietFor = time.Second
 
 // New returns a client on nc; a zero timeout is DefaultTimeout.
 func New(nc *nats.Conn, cfg Config, log zerolog.Logger) *Client {
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = DefaultTimeout
 	}
-	return &Client{nc: nc, cfg: cfg, log: log, warned: map[string]bool{}}
+	return &Client{nc: nc, cfg: cfg, log: log, warned: map[string]bool{}, quietUntil: map[string]time.Time{}, now: time.Now}
 }
 
 // Notify publishes an event hook; events are best effort and a failure is
@@ -69,8 +78,13 @@ func (c *Client) Notify(subject string, event any) {
 var errBadReply = errors.New("the hook reply is not a JSON object of the expected shape")
 
 // ask sends req on subject and decodes the first answer into reply. It
-// reports false when nobody answered in time or the answer was unusable.
-func (c *Client) ask(ctx context.Context, subject string, req any, reply any, valid func() bool) bool {
+// reports false when nobody answered in time or the answer was unusable,
+// and at once, without asking, for QuietFor after nobody listened (unless
+// always: every call must be asked).
+func (c *Client) ask(ctx context.Context, subject string, req any, reply any, valid func() bool, always bool) bool {
+	if !always && c.quiet(subject) {
+		return false
+	}
 	data, err := json.Marshal(req)
 	if err != nil {
 		c.warnOnce(subject, err, "encoding a hook request failed")
@@ -81,6 +95,9 @@ func (c *Client) ask(ctx context.Context, subject string, req any, reply any, va
 	msg, err := c.nc.RequestWithContext(ctx, subject, data)
 	switch {
 	case errors.Is(err, nats.ErrNoResponders):
+		c.mu.Lock()
+		c.quietUntil[subject] = c.now().Add(QuietFor)
+		c.mu.Unlock()
 		return false
 	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout):
 		c.warnOnce(subject, err, fmt.Sprintf("a hook listener did not answer within %s", c.cfg.Timeout))
@@ -94,6 +111,14 @@ func (c *Client) ask(ctx context.Context, subject string, req any, reply any, va
 		return false
 	}
 	return true
+}
+
+// quiet reports whether subject had no listener less than QuietFor ago.
+func (c *Client) quiet(subject string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	until, ok := c.quietUntil[subject]
+	return ok && c.now().Before(until)
 }
 
 // decodeStrict decodes a JSON object; fields of the wrong type fail.
@@ -130,7 +155,7 @@ func (c *Client) APIRequestDone(ev APIResponse) { c.Notify(bus.HookPostAPIReques
 // message; it returns the context fenced, or "" when none came.
 func (c *Client) LLMContextFor(ctx context.Context, call LLMCall) string {
 	var r LLMContext
-	if !c.ask(ctx, bus.HookPreLLMCall(), call, &r, func() bool { return r.Context != nil }) {
+	if !c.ask(ctx, bus.HookPreLLMCall(), call, &r, func() bool { return r.Context != nil }, false) {
 		return ""
 	}
 	return Fence(*r.Context)
@@ -147,7 +172,7 @@ type Decision struct {
 // allows it, unless hooks.pre_tool_call is required.
 func (c *Client) MayCallTool(ctx context.Context, call ToolCall) Decision {
 	var v ToolVerdict
-	if !c.ask(ctx, bus.HookPreToolCall(), call, &v, func() bool { return v.Allow != nil }) {
+	if !c.ask(ctx, bus.HookPreToolCall(), call, &v, func() bool { return v.Allow != nil }, c.cfg.PreToolCallRequired) {
 		if c.cfg.PreToolCallRequired {
 			return Decision{Reason: fmt.Sprintf("refused: hooks.pre_tool_call is required and no policy service answered within %s, so the %s call was not run", c.cfg.Timeout, call.Tool)}
 		}

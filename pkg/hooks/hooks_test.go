@@ -64,3 +64,37 @@ func TestFirstAnswerCountsAndBadAnswersAreNone(t *testing.T) {
 	quiet := New(b.NC, Config{}, zerolog.Nop())
 	require.Equal(t, Decision{Allow: true}, quiet.MayCallTool(context.Background(), ToolCall{Tool: "terminal"}), "no listener allows")
 }
+
+// A hook nobody listens on is not asked again for QuietFor: a plugin that
+// starts listening meanwhile is asked from then on. A required
+// pre_tool_call is asked on every call all the same.
+func TestAHookNobodyListensOnRestsForQuietFor(t *testing.T) {
+	b := heraldtest.StartBus(t)
+	now := time.Unix(1_000_000, 0)
+	c := New(b.NC, Config{Timeout: 2 * time.Second}, zerolog.Nop())
+	c.now = func() time.Time { return now }
+	required := New(b.NC, Config{Timeout: 2 * time.Second, PreToolCallRequired: true}, zerolog.Nop())
+	required.now = c.now
+	ctx := context.Background()
+	require.Empty(t, c.LLMContextFor(ctx, LLMCall{SessionID: "s1"}), "nobody listens")
+	require.False(t, required.MayCallTool(ctx, ToolCall{Tool: "terminal"}).Allow, "nobody listens: refused")
+
+	pnc, _ := b.Connect(t, "plugin")
+	asked := make(chan string, 8)
+	for subject, answer := range map[string]string{bus.HookPreLLMCall(): `{"context": "from the plugin"}`, bus.HookPreToolCall(): `{"allow": true}`} {
+		_, err := pnc.Subscribe(subject, func(m *nats.Msg) {
+			asked <- m.Subject
+			_ = m.Respond([]byte(answer))
+		})
+		require.NoError(t, err)
+	}
+	require.NoError(t, pnc.Flush())
+
+	require.Empty(t, c.LLMContextFor(ctx, LLMCall{SessionID: "s1"}), "resting: not asked")
+	require.True(t, required.MayCallTool(ctx, ToolCall{Tool: "terminal"}).Allow, "required: asked all the same")
+	require.Equal(t, bus.HookPreToolCall(), <-asked)
+	now = now.Add(QuietFor)
+	require.Contains(t, c.LLMContextFor(ctx, LLMCall{SessionID: "s1"}), "from the plugin", "asked again after QuietFor")
+	require.Equal(t, bus.HookPreLLMCall(), <-asked)
+	require.Empty(t, asked)
+}

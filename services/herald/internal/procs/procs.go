@@ -24,9 +24,13 @@ const (
 	window = 100 * time.Millisecond
 	// crowded is how many goroutines, on average over a window, may wait
 	// ready to run and not running before the process takes more
-	// processors. One session with an instant model, on one processor,
-	// measured 1.5 to 2.0 in 100 ms windows; two such sessions 4.5 to 12.
-	crowded = 3
+	// processors, when two windows in a row say so. On one processor, with
+	// an instant model (p10–p90 of 100 ms windows): one session 3.0–4.1,
+	// where one processor is the faster (a batch 50 ms against 53 on two);
+	// four sessions 3.4–6.3 (p50 5.2), where two are (87 ms against 77).
+	// One window alone was too noisy a sign: one session crossed 3 often
+	// enough to be held on two processors, 0.2 ms slower a step.
+	crowded = 4.5
 	// sampled: the runtime records the wait of one scheduling in eight
 	// (gTrackingPeriod in runtime/proc.go).
 	sampled = 8
@@ -64,6 +68,8 @@ type controller struct {
 	trialAt time.Time     // when to try half the processors
 	gap     time.Duration // how long after a change the next trial waits
 	trial   bool          // the count was set by a trial not yet confirmed
+	// crowding: the previous window was crowded too
+	crowding bool
 }
 
 // newController starts at the runtime's choice. apply(n) sets n processors
@@ -111,8 +117,13 @@ func (c *controller) look(now time.Time, load float64) {
 		c.procs = c.apply(-1) // the runtime may have changed it
 		c.top = c.procs
 	}
+	over := load > crowded
+	twice := over && c.crowding
+	c.crowding = over
 	switch {
-	case load > crowded && !c.atMost:
+	case over && !twice && !c.atMost:
+		// once may be a burst: the next window decides
+	case twice && !c.atMost:
 		// (at the runtime's choice, waits are mostly threads being woken)
 		if c.trial {
 			c.gap = min(2*c.gap, lastTrial)
