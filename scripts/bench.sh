@@ -11,7 +11,7 @@ run -bench 'BenchmarkUpProcessors' -benchtime 20x ./services/herald/e2e/   # pro
 run -bench 'BenchmarkWorkQueueCycle' -benchtime 2000x ./pkg/bus/
 run -bench 'BenchmarkStateForNextTransition' ./services/loop/
 run -bench 'BenchmarkStepBytes' -benchtime 1x ./services/herald/e2e/
-run -bench 'BenchmarkStepOverhead' -benchtime 20x ./services/herald/e2e/
+run -bench 'BenchmarkStepOverhead' -benchtime 20x ./services/herald/e2e/   # and BenchmarkStepOverheadProcess (herald up, outside-in)
 run -bench 'BenchmarkStepThroughBus|BenchmarkStepInProcess' -benchtime 30x ./services/herald/e2e/
 run -bench 'BenchmarkConcurrentSessions' -benchtime 1x -timeout 30m ./services/herald/e2e/
 run -bench 'BenchmarkSustainedLoad' -benchtime 1x -timeout 30m ./services/herald/e2e/
