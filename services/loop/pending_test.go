@@ -56,7 +56,7 @@ type seen struct{ step, msgs int }
 
 // advance runs a transition that moves the session one step on and
 // publishes one event, in the background; it reports what it decided on.
-func (f *pendingFixture) advance(t *testing.T) (<-chan seen, <-chan error) {
+func (f *pendingFixture) advance() (<-chan seen, <-chan error) {
 	saw := make(chan seen, 4)
 	done := make(chan error, 1)
 	go func() {
@@ -106,7 +106,7 @@ func TestATransitionBuildsOnACommitStillOnItsWay(t *testing.T) {
 	require.NoError(t, err)
 	f.p.settle(rec.rev)
 
-	saw, done := f.advance(t)
+	saw, done := f.advance()
 	require.Equal(t, seen{step: 2, msgs: 2}, receive(t, saw), "decided on the commit on its way")
 	require.Eventually(t, func() bool { return f.stored(t).Step == 3 }, 5*time.Second, time.Millisecond)
 	select {
@@ -152,7 +152,7 @@ func TestATransitionWaitsForTheAnswerOfACommitOnItsWay(t *testing.T) {
 	// through a whole transition: whichever the read finds, the pending
 	// commit or the record it replaces, the decision is on the commit
 	f = newPendingFixture(t)
-	saw, done := f.advance(t)
+	saw, done := f.advance()
 	require.Equal(t, seen{step: 2, msgs: 2}, receive(t, saw))
 	rec, err = f.s.store.commitRecord(ctx, "s1", f.data, f.base)
 	require.NoError(t, err)
@@ -182,7 +182,7 @@ func TestATransitionOnACommitThatLostDecidesAgain(t *testing.T) {
 	require.NoError(t, err)
 	_, err = f.s.store.commitRecord(ctx, "s1", other, f.base)
 	require.NoError(t, err)
-	saw, done := f.advance(t)
+	saw, done := f.advance()
 	require.Equal(t, seen{step: 2, msgs: 2}, receive(t, saw), "first on the commit on its way")
 	require.Equal(t, seen{step: 7, msgs: 0}, receive(t, saw), "then on what the read found")
 	require.NoError(t, receive(t, done), "it did not wait for the commit that lost")
