@@ -94,7 +94,13 @@ type Worker struct {
 	// stopPulls ends the pull requests waiting for a message.
 	stopPulls context.CancelFunc
 	// idle holds a token for each handler free to take a message.
-	idle     chan struct{}
+	idle chan struct{}
+	// handling is the context messages are handled in; jobs carries a
+	// message to a handler goroutine waiting for one (handlers.go).
+	handling context.Context
+	jobs     chan jetstream.Msg
+	mu       sync.Mutex
+	waiting  int // handler goroutines waiting on jobs not yet claimed
 	stopping chan struct{}
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
@@ -113,8 +119,8 @@ func StartWorker(ctx context.Context, js jetstream.JetStream, spec ConsumerSpec,
 		return nil, fmt.Errorf("consumer %s on %s: %w", spec.Durable, spec.Stream, err)
 	}
 	handling, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	w := &Worker{spec: spec, js: js, handler: h, cancel: cancel,
-		idle: make(chan struct{}, spec.Concurrency), stopping: make(chan struct{}),
+	w := &Worker{spec: spec, js: js, handler: h, cancel: cancel, handling: handling,
+		idle: make(chan struct{}, spec.Concurrency), jobs: make(chan jetstream.Msg, spec.Concurrency), stopping: make(chan struct{}),
 		log: log.With().Str("stream", spec.Stream).Str("consumer", spec.Durable).Logger()}
 	for range spec.Concurrency {
 		w.idle <- struct{}{}
@@ -125,7 +131,7 @@ func StartWorker(ctx context.Context, js jetstream.JetStream, spec ConsumerSpec,
 	w.stopPulls = stopPulls
 	for range min(spec.Concurrency, pullers) {
 		w.wg.Add(1)
-		go w.pull(handling, pulling, cons)
+		go w.pull(pulling, cons)
 	}
 	return w, nil
 }
@@ -145,7 +151,7 @@ func StartWorker(ctx context.Context, js jetstream.JetStream, spec ConsumerSpec,
 // two heartbeats were missed, ~4 s (TestWorkerNeverLosesAPullOverABacklog).
 // Short pulls with frequent heartbeats notice a restarted or failed-over
 // server within seconds rather than the client's default half-minute.
-func (w *Worker) pull(handling, pulling context.Context, cons jetstream.Consumer) {
+func (w *Worker) pull(pulling context.Context, cons jetstream.Consumer) {
 	defer w.wg.Done()
 	for {
 		select {
@@ -154,7 +160,7 @@ func (w *Worker) pull(handling, pulling context.Context, cons jetstream.Consumer
 			return
 		}
 		reserved := 1 + w.reserveMore(maxPullBatch-1)
-		got, err := w.fetch(handling, pulling, cons, reserved)
+		got, err := w.fetch(pulling, cons, reserved)
 		for range reserved - got {
 			w.idle <- struct{}{}
 		}
@@ -193,7 +199,7 @@ func (w *Worker) reserveMore(n int) int {
 // fetch asks the server for up to n messages, a handler reserved for each,
 // and hands each to its handler as it comes, until n came, the server's
 // timeout or two missed heartbeats; it returns how many came.
-func (w *Worker) fetch(handling, pulling context.Context, cons jetstream.Consumer, n int) (int, error) {
+func (w *Worker) fetch(pulling context.Context, cons jetstream.Consumer, n int) (int, error) {
 	ctx, cancel := context.WithTimeout(pulling, pullExpiry)
 	defer cancel()
 	batch, err := cons.Fetch(n, jetstream.FetchContext(ctx), jetstream.FetchHeartbeat(pullHeartbeat))
@@ -205,11 +211,7 @@ func (w *Worker) fetch(handling, pulling context.Context, cons jetstream.Consume
 		// A message that came as the pull was stopped is handled all the
 		// same: a handler is reserved for it.
 		got++
-		w.wg.Add(1)
-		go func() {
-			defer func() { w.idle <- struct{}{}; w.wg.Done() }()
-			w.handle(handling, msg)
-		}()
+		w.dispatch(msg)
 	}
 	if err := batch.Error(); err != nil && !errors.Is(err, context.DeadlineExceeded) {
 		return got, err
