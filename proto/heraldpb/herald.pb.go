@@ -548,8 +548,14 @@ type LLMResponse struct {
 	// broke off. A retry or a fallback streams anew, so earlier attempts'
 	// text is not part of it.
 	PartialContent string `protobuf:"bytes,17,opt,name=partial_content,json=partialContent,proto3" json:"partial_content,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// usage_events are the usage events this call billed, stored on their own
+	// at the same time as this answer: a gateway that finds this answer
+	// stored for a redelivered request stores them again (their ids keep them
+	// single), so an answer whose usage the first gateway never saw stored
+	// still has it counted.
+	UsageEvents   []*UsageEvent `protobuf:"bytes,18,rep,name=usage_events,json=usageEvents,proto3" json:"usage_events,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *LLMResponse) Reset() {
@@ -699,6 +705,13 @@ func (x *LLMResponse) GetPartialContent() string {
 		return x.PartialContent
 	}
 	return ""
+}
+
+func (x *LLMResponse) GetUsageEvents() []*UsageEvent {
+	if x != nil {
+		return x.UsageEvents
+	}
+	return nil
 }
 
 // ToolCallRequest asks a tool runner (or the memory service) to execute one call.
@@ -1835,7 +1848,7 @@ const file_herald_v1_herald_proto_rawDesc = "" +
 	"\x04turn\x18\x11 \x01(\x05R\x04turn\x123\n" +
 	"\ahistory\x18\xf0\x01 \x01(\v2\x18.herald.v1.TranscriptRefR\ahistory\x12\"\n" +
 	"\fbound_tenant\x18\xb4\x01 \x01(\tR\vboundTenant\x12\"\n" +
-	"\ftools_digest\x18\x84\x02 \x01(\tR\vtoolsDigest\"\xa7\x04\n" +
+	"\ftools_digest\x18\x84\x02 \x01(\tR\vtoolsDigest\"\xe1\x04\n" +
 	"\vLLMResponse\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x1d\n" +
@@ -1859,7 +1872,8 @@ const file_herald_v1_herald_proto_rawDesc = "" +
 	"\rprompt_tokens\x18\x0f \x01(\x03R\fpromptTokens\x12\x1d\n" +
 	"\n" +
 	"latency_ms\x18\x10 \x01(\x03R\tlatencyMs\x12'\n" +
-	"\x0fpartial_content\x18\x11 \x01(\tR\x0epartialContent\"\xde\x02\n" +
+	"\x0fpartial_content\x18\x11 \x01(\tR\x0epartialContent\x128\n" +
+	"\fusage_events\x18\x12 \x03(\v2\x15.herald.v1.UsageEventR\vusageEvents\"\xde\x02\n" +
 	"\x0fToolCallRequest\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x1d\n" +
 	"\n" +
@@ -2025,19 +2039,20 @@ var file_herald_v1_herald_proto_depIdxs = []int32{
 	13, // 3: herald.v1.LLMRequest.history:type_name -> herald.v1.TranscriptRef
 	1,  // 4: herald.v1.LLMResponse.message:type_name -> herald.v1.ChatMessage
 	3,  // 5: herald.v1.LLMResponse.usage:type_name -> herald.v1.Usage
-	3,  // 6: herald.v1.ToolResult.usage:type_name -> herald.v1.Usage
-	1,  // 7: herald.v1.CompressRequest.messages:type_name -> herald.v1.ChatMessage
-	1,  // 8: herald.v1.CompressResult.messages:type_name -> herald.v1.ChatMessage
-	3,  // 9: herald.v1.CompressResult.summary_usage:type_name -> herald.v1.Usage
-	3,  // 10: herald.v1.UsageEvent.usage:type_name -> herald.v1.Usage
-	1,  // 11: herald.v1.TranscriptEntry.message:type_name -> herald.v1.ChatMessage
-	1,  // 12: herald.v1.TranscriptRef.entries:type_name -> herald.v1.ChatMessage
-	2,  // 13: herald.v1.ToolSet.tools:type_name -> herald.v1.ToolSpec
-	14, // [14:14] is the sub-list for method output_type
-	14, // [14:14] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	10, // 6: herald.v1.LLMResponse.usage_events:type_name -> herald.v1.UsageEvent
+	3,  // 7: herald.v1.ToolResult.usage:type_name -> herald.v1.Usage
+	1,  // 8: herald.v1.CompressRequest.messages:type_name -> herald.v1.ChatMessage
+	1,  // 9: herald.v1.CompressResult.messages:type_name -> herald.v1.ChatMessage
+	3,  // 10: herald.v1.CompressResult.summary_usage:type_name -> herald.v1.Usage
+	3,  // 11: herald.v1.UsageEvent.usage:type_name -> herald.v1.Usage
+	1,  // 12: herald.v1.TranscriptEntry.message:type_name -> herald.v1.ChatMessage
+	1,  // 13: herald.v1.TranscriptRef.entries:type_name -> herald.v1.ChatMessage
+	2,  // 14: herald.v1.ToolSet.tools:type_name -> herald.v1.ToolSpec
+	15, // [15:15] is the sub-list for method output_type
+	15, // [15:15] is the sub-list for method input_type
+	15, // [15:15] is the sub-list for extension type_name
+	15, // [15:15] is the sub-list for extension extendee
+	0,  // [0:15] is the sub-list for field type_name
 }
 
 func init() { file_herald_v1_herald_proto_init() }

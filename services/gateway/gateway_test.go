@@ -166,6 +166,75 @@ func TestRedeliveredRequestIsNotSentToTheModelTwice(t *testing.T) {
 	require.Equal(t, unanswered.GetRequestId()+":d2:1", usage[0].GetEventId(), "a retried run is billed apart from the first")
 }
 
+func TestARedeliveredRequestStoresTheUsageItsStoredAnswerCarries(t *testing.T) {
+	r := buildRig(t, scripted.Conversation(scripted.Text("never asked")))
+	ctx := context.Background()
+	req := r.request("s4c", "hello")
+	r.publish(req)
+
+	// The gateway before stored the answer and died before its usage event
+	// was stored, and before acknowledging the request.
+	crashed, err := r.bus.JS.CreateOrUpdateConsumer(ctx, bus.StreamLLMRequests, jetstream.ConsumerConfig{
+		Durable: Durable, FilterSubject: bus.LLMRequest(">"), AckPolicy: jetstream.AckExplicitPolicy,
+		AckWait: 30 * time.Second, MaxDeliver: 5, MaxAckPending: 4096})
+	require.NoError(t, err)
+	batch, err := crashed.Fetch(1, jetstream.FetchMaxWait(5*time.Second))
+	require.NoError(t, err)
+	billed := &heraldpb.UsageEvent{EventId: req.GetRequestId() + ":1", Tenant: "t1", SessionId: "s4c", TaskId: "task-s4c",
+		Model: "m1", CostNanoUsd: 1_234, Status: StatusOK, Usage: &heraldpb.Usage{InputTokens: 12, OutputTokens: 3}}
+	earlier := &heraldpb.LLMResponse{RequestId: req.GetRequestId(), SessionId: "s4c",
+		Message: &heraldpb.ChatMessage{Role: "assistant", Content: "from before the crash"}, UsageEvents: []*heraldpb.UsageEvent{billed}}
+	require.NoError(t, bus.PublishProto(ctx, r.bus.JS, req.GetReplySubject(), req.GetRequestId(), earlier))
+	for m := range batch.Messages() {
+		require.NoError(t, m.Nak())
+	}
+	require.Empty(t, r.usageEvents())
+
+	r.start()
+	require.Eventually(t, func() bool {
+		n, err := bus.PendingWork(ctx, r.bus.JS, bus.StreamLLMRequests)
+		return err == nil && n == 0
+	}, 5*time.Second, 5*time.Millisecond, "the redelivered request is acknowledged")
+	usage := r.usageEvents()
+	require.Len(t, usage, 1, "the answer's usage is stored, once")
+	require.Equal(t, billed.GetEventId(), usage[0].GetEventId())
+	require.Equal(t, uint64(1_234), usage[0].GetCostNanoUsd())
+	require.Zero(t, r.model.Calls(), "the answered request did not reach the model again")
+}
+
+func TestUsageThatCannotBeStoredComesBackWithItsRequest(t *testing.T) {
+	r := newRig(t, scripted.Conversation(scripted.Text("hi")))
+	ctx := context.Background()
+	usage, err := r.bus.JS.Stream(ctx, bus.StreamUsage)
+	require.NoError(t, err)
+	info, err := usage.Info(ctx)
+	require.NoError(t, err)
+	working := info.Config
+	broken := working
+	broken.Subjects = []string{"herald.usage-nowhere.>"}
+	_, err = r.bus.JS.UpdateStream(ctx, broken)
+	require.NoError(t, err)
+
+	req := r.request("s4d", "hello")
+	resp := r.call(req)
+	require.Equal(t, "hi", resp.GetMessage().GetContent(), "the answer is stored without waiting for its usage")
+	require.Len(t, resp.GetUsageEvents(), 1, "and carries it")
+	pending, err := bus.PendingWork(ctx, r.bus.JS, bus.StreamLLMRequests)
+	require.NoError(t, err)
+	require.Equal(t, uint64(1), pending, "the request stays unacknowledged while its usage is not stored")
+
+	_, err = r.bus.JS.UpdateStream(ctx, working)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		n, err := bus.PendingWork(ctx, r.bus.JS, bus.StreamLLMRequests)
+		return err == nil && n == 0
+	}, 10*time.Second, 10*time.Millisecond, "the request comes back and is acknowledged once its usage is stored")
+	stored := r.usageEvents()
+	require.Len(t, stored, 1)
+	require.Equal(t, resp.GetUsageEvents()[0].GetEventId(), stored[0].GetEventId())
+	require.Equal(t, 1, r.model.Calls(), "the answer was not asked for again")
+}
+
 func TestUnknownModelPriceCostsNothingAndSaysSo(t *testing.T) {
 	r := newRig(t, scripted.Conversation(scripted.Text("hi")))
 	resp := r.call(r.request("s5", "hello"))

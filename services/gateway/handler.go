@@ -39,8 +39,11 @@ func (s *Service) handle(ctx context.Context, msg jetstream.Msg) error {
 	}
 	delivery := deliveryOf(msg)
 	if delivery > 1 {
-		if done, err := s.alreadyAnswered(ctx, req); err != nil || done {
-			return err
+		if prev, err := s.alreadyAnswered(ctx, req); err != nil || prev != nil {
+			if err != nil {
+				return err
+			}
+			return s.restoreUsage(ctx, prev)
 		}
 		if s.dropIfStale(ctx, req) {
 			return nil
@@ -125,20 +128,20 @@ func deliveryOf(msg jetstream.Msg) uint64 {
 	return meta.NumDelivered
 }
 
-// alreadyAnswered reports whether this request's response is already stored:
-// the request was redelivered after the answer was published but before the
-// ack, and must not be sent to the model (and billed) again.
-func (s *Service) alreadyAnswered(ctx context.Context, req *heraldpb.LLMRequest) (bool, error) {
+// alreadyAnswered returns this request's response when it is already
+// stored: the request was redelivered after the answer was published but
+// before the ack, and must not be sent to the model (and billed) again.
+func (s *Service) alreadyAnswered(ctx context.Context, req *heraldpb.LLMRequest) (*heraldpb.LLMResponse, error) {
 	last, err := bus.LastOnSubject(ctx, s.js, bus.StreamLLMResponses, req.GetReplySubject())
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return false, nil
+		return nil, nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("look up earlier response of %s: %w", req.GetRequestId(), err)
+		return nil, fmt.Errorf("look up earlier response of %s: %w", req.GetRequestId(), err)
 	}
 	prev := &heraldpb.LLMResponse{}
-	if bus.Decode(last.Data, prev) != nil {
-		return false, nil
+	if bus.Decode(last.Data, prev) != nil || prev.GetRequestId() != req.GetRequestId() {
+		return nil, nil
 	}
-	return prev.GetRequestId() == req.GetRequestId(), nil
+	return prev, nil
 }

@@ -83,11 +83,12 @@ func (s *Service) publishUsage(ev *heraldpb.UsageEvent) pendingUsage {
 }
 
 // awaitUsage waits for every usage event of the call to be stored; one that
-// was refused is published again synchronously (its id keeps it single). A
-// usage event that cannot be stored is logged: the call itself stands.
-func (r *callRun) awaitUsage(ctx context.Context) {
+// was refused is published again synchronously (its id keeps it single). It
+// reports whether every one is stored; one that is not is logged.
+func (r *callRun) awaitUsage(ctx context.Context) bool {
 	pctx, cancel := publishCtx(ctx)
 	defer cancel()
+	stored := true
 	for _, p := range r.billed {
 		err := p.err
 		if err == nil {
@@ -100,23 +101,52 @@ func (r *callRun) awaitUsage(ctx context.Context) {
 			}
 		}
 		if err = bus.PublishProto(pctx, r.s.js, bus.UsageSubject(p.ev.GetTenant()), p.ev.GetEventId(), p.ev); err != nil {
+			stored = false
 			r.s.log.Error().Err(err).Str("session_id", p.ev.GetSessionId()).Str("event_id", p.ev.GetEventId()).Msg("usage event not stored")
 		}
 	}
 	r.billed = nil
+	return stored
 }
 
-// record stores the call's usage events, then its response on the request's
-// reply subject (its id the request id). In that order: a gateway that dies
-// in between leaves a request without an answer, which is served again and
-// billed under new event ids; the reverse would leave an answer whose
-// redelivery is acknowledged with its usage never stored.
+// record stores the call's response on the request's reply subject (its id
+// the request id) while its usage events are being stored, and returns once
+// both are. The response carries its usage events: a gateway that dies with
+// the answer stored and the usage not leaves the request unacknowledged, and
+// the gateway it comes back to finds the answer and stores them from it
+// (restoreUsage). A usage event that could not be stored fails the request
+// the same way, so it comes back and is stored then.
 func (r *callRun) record(ctx context.Context, resp *heraldpb.LLMResponse) error {
-	r.awaitUsage(ctx)
+	for _, p := range r.billed {
+		resp.UsageEvents = append(resp.UsageEvents, p.ev)
+	}
 	pctx, cancel := publishCtx(ctx)
 	defer cancel()
-	if err := bus.PublishProto(pctx, r.s.js, r.req.GetReplySubject(), r.req.GetRequestId(), resp); err != nil {
+	answer := bus.NewBatch(r.s.js)
+	answer.Proto(pctx, r.req.GetReplySubject(), r.req.GetRequestId(), resp)
+	usageStored := r.awaitUsage(ctx)
+	if err := answer.Wait(pctx); err != nil {
 		return fmt.Errorf("publish response to %s: %w", r.req.GetRequestId(), err)
+	}
+	if !usageStored {
+		return fmt.Errorf("request %s: its answer is stored but not all its usage events; they are stored from the answer when it comes back", r.req.GetRequestId())
+	}
+	return nil
+}
+
+// restoreUsage stores again the usage events of a stored answer found for a
+// redelivered request: the gateway that stored it may have died before they
+// were. Their ids keep each stored once (the accounting sink checks them
+// too, past the stream's dedupe window).
+func (s *Service) restoreUsage(ctx context.Context, prev *heraldpb.LLMResponse) error {
+	pctx, cancel := publishCtx(ctx)
+	defer cancel()
+	b := bus.NewBatch(s.js)
+	for _, ev := range prev.GetUsageEvents() {
+		b.Proto(pctx, bus.UsageSubject(ev.GetTenant()), ev.GetEventId(), ev)
+	}
+	if err := b.Wait(pctx); err != nil {
+		return fmt.Errorf("store usage of the earlier answer to %s: %w", prev.GetRequestId(), err)
 	}
 	return nil
 }
