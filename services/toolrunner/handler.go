@@ -8,6 +8,7 @@ import (
 
 	"github.com/heraldrun/herald/pkg/bus"
 	"github.com/heraldrun/herald/pkg/telemetry"
+	"github.com/heraldrun/herald/pkg/toolspec"
 	"github.com/heraldrun/herald/proto"
 	"github.com/heraldrun/herald/proto/heraldpb"
 	"github.com/nats-io/nats.go/jetstream"
@@ -31,19 +32,36 @@ func (s *Service) handle(ctx context.Context, msg jetstream.Msg) error {
 // runCall runs req at most once: a call whose result is stored (a
 // redelivery, or an execute_code program run again) is answered from it.
 func (s *Service) runCall(ctx context.Context, req *heraldpb.ToolCallRequest, delivered uint64) (*heraldpb.ToolResult, error) {
-	streak := s.readStreak(ctx, req) // read while the stored result is looked up
-	policy := s.askPolicyEarly(ctx, req, delivered)
+	// read, asked and run while the stored result is looked up
+	a := beside{
+		streak: s.readStreak(ctx, req),
+		policy: s.askPolicyEarly(ctx, req, delivered),
+		early:  s.runEarly(ctx, req, delivered),
+	}
 	if res, err := s.storedResult(ctx, req); err != nil || res != nil {
 		return res, err
 	}
 	start := time.Now()
 	ctx, _ = telemetry.StartTool(ctx, req)
-	c, early := s.prepare(ctx, req, delivered, streak, policy)
-	o := early
-	if c != nil {
+	c, o := s.prepare(ctx, req, delivered, a)
+	switch {
+	case c != nil && a.early != nil:
+		s.event(req, proto.EventToolStarted, "")
+		o = settled(ctx, c, a.early.outcome())
+	case c != nil:
 		o = s.execute(ctx, c)
 	}
-	return s.finish(ctx, req, o, time.Since(start), streak)
+	return s.finish(ctx, req, o, time.Since(start), a.streak)
+}
+
+// beside is what a call starts at once, beside the lookup of its stored
+// result: the read of its breaker streak, the pre_tool_call ask (nil: asked
+// when the call is about to run) and, for a tool that only reads the
+// workspace, the run itself (nil: run once it may).
+type beside struct {
+	streak func() failureStreak
+	policy func() (outcome, bool)
+	early  *earlyRun
 }
 
 func checkCall(req *heraldpb.ToolCallRequest) error {
@@ -86,8 +104,7 @@ func deliveries(msg jetstream.Msg) uint64 {
 
 // prepare resolves what the call needs; when it cannot run, the returned
 // outcome says why.
-func (s *Service) prepare(ctx context.Context, req *heraldpb.ToolCallRequest, delivered uint64, streak func() failureStreak,
-	policy func() (outcome, bool)) (*call, outcome) {
+func (s *Service) prepare(ctx context.Context, req *heraldpb.ToolCallRequest, delivered uint64, a beside) (*call, outcome) {
 	t, spec, found := s.lookup(req.GetTool())
 	if !found || t == nil {
 		return nil, failed(fmt.Errorf("%w %q; this runner offers: %s", ErrUnknownTool, req.GetTool(), s.toolNames()))
@@ -97,15 +114,24 @@ func (s *Service) prepare(ctx context.Context, req *heraldpb.ToolCallRequest, de
 			return nil, o
 		}
 	}
+	policy := a.policy
 	if policy == nil {
 		policy = func() (outcome, bool) { return s.policyRefuses(ctx, req) }
 	}
 	if o, refused := policy(); refused {
 		return nil, o
 	}
-	if o, open := s.breakerOpen(req, streak()); open {
+	if o, open := s.breakerOpen(req, a.streak()); open {
 		return nil, o
 	}
+	if a.early != nil {
+		return a.early.c, outcome{}
+	}
+	return s.newCall(req, spec, t, delivered)
+}
+
+// newCall is req ready to run in its workspace.
+func (s *Service) newCall(req *heraldpb.ToolCallRequest, spec toolspec.Spec, t tool, delivered uint64) (*call, outcome) {
 	ws, err := openWorkspace(s.cfg.WorkspaceRoot, req.GetWorkspace())
 	if err != nil {
 		return nil, failed(err)
@@ -142,7 +168,12 @@ func (s *Service) execute(ctx context.Context, c *call) outcome {
 		}
 	}
 	s.event(c.req, proto.EventToolStarted, "")
-	o := c.run(ctx, c)
+	return settled(ctx, c, c.run(ctx, c))
+}
+
+// settled is o, the outcome of c's run, unless the runner stopped while it
+// ran: then whether it took effect is unknown.
+func settled(ctx context.Context, c *call, o outcome) outcome {
 	if ctx.Err() != nil && o.status != statusOK {
 		return interrupted(c, ctx.Err())
 	}

@@ -30,3 +30,17 @@ func (l *toolLimits) acquire(ctx context.Context, tool string) (release func(), 
 		return nil, ctx.Err()
 	}
 }
+
+// tryAcquire takes a slot of tool only if one is free now.
+func (l *toolLimits) tryAcquire(tool string) (release func(), ok bool) {
+	slot, limited := l.slots[tool]
+	if !limited {
+		return func() {}, true
+	}
+	select {
+	case slot <- struct{}{}:
+		return func() { <-slot }, true
+	default:
+		return nil, false
+	}
+}
