@@ -2,6 +2,7 @@ package toolrunner
 
 import (
 	"context"
+	"time"
 
 	"github.com/heraldrun/herald/pkg/toolspec"
 	"github.com/heraldrun/herald/proto/heraldpb"
@@ -16,6 +17,7 @@ import (
 // result is answered as stored, a refusal or an open breaker as such.
 type earlyRun struct {
 	c       *call
+	started time.Time
 	outcome func() outcome
 }
 
@@ -41,7 +43,7 @@ func (s *Service) runEarly(ctx context.Context, req *heraldpb.ToolCallRequest, d
 		release() // the call fails the same way when it is prepared as usual
 		return nil
 	}
-	return &earlyRun{c: c, outcome: inBackground(func() outcome {
+	return &earlyRun{c: c, started: time.Now(), outcome: inBackground(func() outcome {
 		defer release()
 		return t(ctx, c)
 	})}

@@ -47,7 +47,7 @@ func (s *Service) runCall(ctx context.Context, req *heraldpb.ToolCallRequest, de
 	switch {
 	case c != nil && a.early != nil:
 		s.event(req, proto.EventToolStarted, "")
-		o = settled(ctx, c, a.early.outcome())
+		o, start = settled(ctx, c, a.early.outcome()), a.early.started
 	case c != nil:
 		o = s.execute(ctx, c)
 	}
