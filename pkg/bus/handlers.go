@@ -33,8 +33,11 @@ func (w *Worker) serve(msg jetstream.Msg) {
 	defer w.wg.Done()
 	for {
 		w.handle(w.handling, msg)
+		// counted as waiting before its token is back: a puller that takes
+		// the token finds this goroutine to claim and starts no other
+		waits := w.await()
 		w.idle <- struct{}{}
-		if !w.await() {
+		if !waits {
 			return
 		}
 		select {

@@ -16,9 +16,26 @@ import (
 // only once they let the call run; otherwise it is dropped unseen: a stored
 // result is answered as stored, a refusal or an open breaker as such.
 type earlyRun struct {
-	c       *call
-	started time.Time
-	outcome func() outcome
+	c   *call
+	ran func() earlyOutcome
+}
+
+// earlyOutcome is what an early read produced and how long it took; a
+// panic in it is handed over to be raised where the call is handled, as
+// if the tool had run there.
+type earlyOutcome struct {
+	o     outcome
+	took  time.Duration
+	panic any
+}
+
+// outcome is the read's outcome and duration, raising its panic, if any.
+func (e *earlyRun) outcome() (outcome, time.Duration) {
+	r := e.ran()
+	if r.panic != nil {
+		panic(r.panic)
+	}
+	return r.o, r.took
 }
 
 // runEarly starts req at once when its tool is one of this runner's own
@@ -43,8 +60,12 @@ func (s *Service) runEarly(ctx context.Context, req *heraldpb.ToolCallRequest, d
 		release() // the call fails the same way when it is prepared as usual
 		return nil
 	}
-	return &earlyRun{c: c, started: time.Now(), outcome: inBackground(func() outcome {
+	return &earlyRun{c: c, ran: inBackground(func() (r earlyOutcome) {
 		defer release()
-		return t(ctx, c)
+		defer func() { r.panic = recover() }()
+		start := time.Now()
+		r.o = t(ctx, c)
+		r.took = time.Since(start)
+		return r
 	})}
 }

@@ -4,9 +4,13 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/heraldrun/herald/pkg/bus"
+	"github.com/heraldrun/herald/pkg/heraldtest"
 	"github.com/heraldrun/herald/proto"
 	"github.com/heraldrun/herald/proto/heraldpb"
 	"github.com/nats-io/nats.go/jetstream"
@@ -71,4 +75,51 @@ func TestAReadOfAToolTheBreakerDisabledIsRefused(t *testing.T) {
 	res := h.call("read_file", map[string]any{"path": "later.txt"})
 	require.Contains(t, res.GetContent(), "disabled for this session")
 	require.NotContains(t, res.GetContent(), "here now")
+}
+
+func TestAReadOfAFIFOIsRefusedAtOnce(t *testing.T) {
+	h := newHarness(t)
+	require.NoError(t, syscall.Mkfifo(filepath.Join(h.cfg.WorkspaceRoot, "pipe"), 0o644))
+	res := h.call("read_file", map[string]any{"path": "pipe"})
+	require.True(t, res.GetIsError())
+	require.Contains(t, res.GetContent(), "pipe is not a regular file")
+	require.Contains(t, h.call("read_file", map[string]any{"path": "pipe"}).GetContent(), "not a regular file",
+		"the runner is not stuck on the first")
+}
+
+// A read that panics while its checks are on their way is handled as a
+// panic in the handler is: the call comes back and, still panicking, is
+// dead-lettered with the reason; the runner goes on.
+func TestAnEarlyReadThatPanicsIsAPanicOfItsCall(t *testing.T) {
+	h := newIdleHarness(t, heraldtest.StartBus(t))
+	nc, js := h.bus.Connect(t, "runner-1")
+	svc, err := New(h.cfg, depsFor(nc, js, t))
+	require.NoError(t, err)
+	read := svc.tools["read_file"]
+	svc.tools["read_file"] = func(ctx context.Context, c *call) outcome {
+		var a readArgs
+		if decodeArgs(c.spec.Name, c.spec.Parameters, c.req.GetArguments(), &a) == nil && a.Path == "boom.txt" {
+			panic("read_file blew up")
+		}
+		return read(ctx, c)
+	}
+	require.NoError(t, svc.Start(context.Background()))
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = svc.Shutdown(ctx)
+	})
+
+	req := h.request("read_file", map[string]any{"path": "boom.txt"})
+	h.publish(req, req.GetSessionId()+":"+req.GetCallId())
+	require.Eventually(t, func() bool {
+		for _, dl := range heraldtest.DeadLetters(t, h.bus.JS, bus.StreamToolCalls) {
+			if strings.Contains(dl.Header.Get(bus.HeaderError), "handler panicked: read_file blew up") {
+				return true
+			}
+		}
+		return false
+	}, 30*time.Second, 20*time.Millisecond, "the panicking call is dead-lettered with its reason")
+	require.NoError(t, os.WriteFile(filepath.Join(h.cfg.WorkspaceRoot, "fine.txt"), []byte("still reading"), 0o644))
+	require.Contains(t, h.call("read_file", map[string]any{"path": "fine.txt"}).GetContent(), "still reading")
 }

@@ -63,6 +63,10 @@ func openRegular(path, shown string) (*os.File, error) {
 	if info.IsDir() {
 		return nil, fmt.Errorf("%s is a directory; use search_files or terminal to list it", shown)
 	}
+	if !info.Mode().IsRegular() {
+		// a FIFO or a device would block the read, or never end
+		return nil, fmt.Errorf("%s is not a regular file (%s); read_file reads files only", shown, info.Mode().Type())
+	}
 	return os.Open(path)
 }
 

@@ -44,14 +44,19 @@ func (s *Service) runCall(ctx context.Context, req *heraldpb.ToolCallRequest, de
 	start := time.Now()
 	ctx, _ = telemetry.StartTool(ctx, req)
 	c, o := s.prepare(ctx, req, delivered, a)
+	var took time.Duration
 	switch {
 	case c != nil && a.early != nil:
 		s.event(req, proto.EventToolStarted, "")
-		o, start = settled(ctx, c, a.early.outcome()), a.early.started
+		o, took = a.early.outcome()
+		o = settled(ctx, c, o)
 	case c != nil:
 		o = s.execute(ctx, c)
+		took = time.Since(start)
+	default:
+		took = time.Since(start)
 	}
-	return s.finish(ctx, req, o, time.Since(start), a.streak)
+	return s.finish(ctx, req, o, took, a.streak)
 }
 
 // beside is what a call starts at once, beside the lookup of its stored
