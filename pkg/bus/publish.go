@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/heraldrun/herald/pkg/telemetry"
 	"github.com/nats-io/nats.go"
@@ -121,6 +122,55 @@ func lastOnSubject(ctx context.Context, js jetstream.JetStream, stream, subject 
 		return nil, err
 	}
 	return raw, nil
+}
+
+// NextOnSubject returns the first message stored on subject in stream at or
+// after sequence seq, or jetstream.ErrMsgNotFound.
+func NextOnSubject(ctx context.Context, js jetstream.JetStream, stream, subject string, seq uint64) (*jetstream.RawStreamMsg, error) {
+	var raw *jetstream.RawStreamMsg
+	err := againOnReconnect(ctx, js.Conn(), func(ctx context.Context) error {
+		s, err := streams.get(ctx, js, stream)
+		if err != nil {
+			return err
+		}
+		if raw, err = s.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subject)); err != nil {
+			if !errors.Is(err, jetstream.ErrMsgNotFound) {
+				streams.forget(js, stream)
+			}
+			return err
+		}
+		raw.Data, err = Resolve(ctx, js, raw.Subject, raw.Header, raw.Data)
+		return err
+	})
+	return raw, err
+}
+
+// FirstOnSubjectSince returns the first message stored on subject in stream
+// at or after time since, looking no further than sequence last (the last
+// message on subject), or jetstream.ErrMsgNotFound: a binary search over
+// the stream's sequences, one lookup per step.
+func FirstOnSubjectSince(ctx context.Context, js jetstream.JetStream, stream, subject string, since time.Time, last uint64) (*jetstream.RawStreamMsg, error) {
+	var found *jetstream.RawStreamMsg
+	lo, hi := uint64(1), last
+	for lo <= hi {
+		mid := lo + (hi-lo)/2
+		m, err := NextOnSubject(ctx, js, stream, subject, mid)
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			break // nothing on subject from mid on, nor from any later sequence
+		}
+		if err != nil {
+			return nil, err
+		}
+		if m.Time.Before(since) {
+			lo = m.Sequence + 1
+			continue
+		}
+		found, hi = m, mid-1
+	}
+	if found == nil {
+		return nil, jetstream.ErrMsgNotFound
+	}
+	return found, nil
 }
 
 // NewMsg returns a fresh message for subject with data.

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -199,6 +200,50 @@ func TestARedeliveredRequestStoresTheUsageItsStoredAnswerCarries(t *testing.T) {
 	require.Len(t, usage, 1, "the answer's usage is stored, once")
 	require.Equal(t, billed.GetEventId(), usage[0].GetEventId())
 	require.Equal(t, uint64(1_234), usage[0].GetCostNanoUsd())
+	require.Zero(t, r.model.Calls(), "the answered request did not reach the model again")
+}
+
+// The session moved on before the request came back: its next request's
+// answer is the reply subject's last message. The request's own answer is
+// still found, by its request id, among those stored since it was sent.
+func TestARedeliveredRequestFindsItsAnswerAfterTheSessionMovedOn(t *testing.T) {
+	r := buildRig(t, scripted.Conversation(scripted.Text("never asked")))
+	ctx := context.Background()
+	req := r.request("s4e", "hello")
+	r.publish(req)
+	crashed, err := r.bus.JS.CreateOrUpdateConsumer(ctx, bus.StreamLLMRequests, jetstream.ConsumerConfig{
+		Durable: Durable, FilterSubject: bus.LLMRequest(">"), AckPolicy: jetstream.AckExplicitPolicy,
+		AckWait: 30 * time.Second, MaxDeliver: 5, MaxAckPending: 4096})
+	require.NoError(t, err)
+	batch, err := crashed.Fetch(1, jetstream.FetchMaxWait(5*time.Second))
+	require.NoError(t, err)
+	billed := &heraldpb.UsageEvent{EventId: req.GetRequestId() + ":1", Tenant: "t1", SessionId: "s4e", Model: "m1",
+		CostNanoUsd: 777, Status: StatusOK, Usage: &heraldpb.Usage{InputTokens: 7}}
+	earlier := &heraldpb.LLMResponse{RequestId: req.GetRequestId(), SessionId: "s4e",
+		Message: &heraldpb.ChatMessage{Role: "assistant", Content: "from before the crash"}, UsageEvents: []*heraldpb.UsageEvent{billed}}
+	require.NoError(t, bus.PublishProto(ctx, r.bus.JS, req.GetReplySubject(), req.GetRequestId(), earlier))
+	// other sessions' answers, and then this session's next one
+	for i := range 5 {
+		other := r.request(fmt.Sprintf("s4e-other-%d", i), "hi")
+		require.NoError(t, bus.PublishProto(ctx, r.bus.JS, other.GetReplySubject(), other.GetRequestId(),
+			&heraldpb.LLMResponse{RequestId: other.GetRequestId(), SessionId: other.GetSessionId()}))
+	}
+	next := r.request("s4e", "and then?")
+	require.NoError(t, bus.PublishProto(ctx, r.bus.JS, next.GetReplySubject(), next.GetRequestId(),
+		&heraldpb.LLMResponse{RequestId: next.GetRequestId(), SessionId: "s4e",
+			Message: &heraldpb.ChatMessage{Role: "assistant", Content: "the next answer"}}))
+	for m := range batch.Messages() {
+		require.NoError(t, m.Nak())
+	}
+
+	r.start()
+	require.Eventually(t, func() bool {
+		n, err := bus.PendingWork(ctx, r.bus.JS, bus.StreamLLMRequests)
+		return err == nil && n == 0
+	}, 5*time.Second, 5*time.Millisecond, "the redelivered request is acknowledged")
+	usage := r.usageEvents()
+	require.Len(t, usage, 1, "the answer's usage is stored, once")
+	require.Equal(t, billed.GetEventId(), usage[0].GetEventId())
 	require.Zero(t, r.model.Calls(), "the answered request did not reach the model again")
 }
 

@@ -39,7 +39,7 @@ func (s *Service) handle(ctx context.Context, msg jetstream.Msg) error {
 	}
 	delivery := deliveryOf(msg)
 	if delivery > 1 {
-		if prev, err := s.alreadyAnswered(ctx, req); err != nil || prev != nil {
+		if prev, err := s.alreadyAnswered(ctx, req, publishedAt(msg)); err != nil || prev != nil {
 			if err != nil {
 				return err
 			}
@@ -128,20 +128,60 @@ func deliveryOf(msg jetstream.Msg) uint64 {
 	return meta.NumDelivered
 }
 
+// publishedAt is when msg was stored (zero when unknown).
+func publishedAt(msg jetstream.Msg) time.Time {
+	meta, err := msg.Metadata()
+	if err != nil {
+		return time.Time{}
+	}
+	return meta.Timestamp
+}
+
+// answerScan bounds how many answers on a reply subject are looked through
+// for a redelivered request's own, from the first stored after the request.
+const answerScan = 1024
+
+// answerSkew is how much earlier than its request an answer's store time
+// is looked for: the two streams' leaders may be different servers.
+const answerSkew = time.Second
+
 // alreadyAnswered returns this request's response when it is already
 // stored: the request was redelivered after the answer was published but
-// before the ack, and must not be sent to the model (and billed) again.
-func (s *Service) alreadyAnswered(ctx context.Context, req *heraldpb.LLMRequest) (*heraldpb.LLMResponse, error) {
-	last, err := bus.LastOnSubject(ctx, s.js, bus.StreamLLMResponses, req.GetReplySubject())
+// before the ack, and must not be sent to the model (and billed) again. The
+// reply subject is the session's, so the answer is usually its last message,
+// but the session may have moved on (its next request answered) before the
+// redelivery: then the answers stored since the request was are looked
+// through. An answer is found by its request id, never taken for another's.
+func (s *Service) alreadyAnswered(ctx context.Context, req *heraldpb.LLMRequest, requested time.Time) (*heraldpb.LLMResponse, error) {
+	subject := req.GetReplySubject()
+	last, err := bus.LastOnSubject(ctx, s.js, bus.StreamLLMResponses, subject)
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("look up earlier response of %s: %w", req.GetRequestId(), err)
 	}
-	prev := &heraldpb.LLMResponse{}
-	if bus.Decode(last.Data, prev) != nil || prev.GetRequestId() != req.GetRequestId() {
-		return nil, nil
+	if prev := answerOf(last, req); prev != nil || requested.IsZero() {
+		return prev, nil
 	}
-	return prev, nil
+	m, err := bus.FirstOnSubjectSince(ctx, s.js, bus.StreamLLMResponses, subject, requested.Add(-answerSkew), last.Sequence)
+	for n := 0; err == nil && n < answerScan && m.Sequence < last.Sequence; n++ {
+		if prev := answerOf(m, req); prev != nil {
+			return prev, nil
+		}
+		m, err = bus.NextOnSubject(ctx, s.js, bus.StreamLLMResponses, subject, m.Sequence+1)
+	}
+	if err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
+		return nil, fmt.Errorf("look up earlier response of %s: %w", req.GetRequestId(), err)
+	}
+	return nil, nil
+}
+
+// answerOf is m decoded when it is req's answer.
+func answerOf(m *jetstream.RawStreamMsg, req *heraldpb.LLMRequest) *heraldpb.LLMResponse {
+	prev := &heraldpb.LLMResponse{}
+	if bus.Decode(m.Data, prev) != nil || prev.GetRequestId() != req.GetRequestId() {
+		return nil
+	}
+	return prev
 }
