@@ -12,7 +12,6 @@ import (
 	"github.com/heraldrun/herald/pkg/scripted"
 	"github.com/heraldrun/herald/proto"
 	"github.com/heraldrun/herald/proto/heraldpb"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 )
 
@@ -141,18 +140,11 @@ func TestRedeliveredRequestIsNotSentToTheModelTwice(t *testing.T) {
 
 	// A gateway takes both requests, stores the answer of the first and dies
 	// before acknowledging either: both come back to the next gateway.
-	crashed, err := r.bus.JS.CreateOrUpdateConsumer(ctx, bus.StreamLLMRequests, jetstream.ConsumerConfig{
-		Durable: Durable, FilterSubject: bus.LLMRequest(">"), AckPolicy: jetstream.AckExplicitPolicy,
-		AckWait: 30 * time.Second, MaxDeliver: 5, MaxAckPending: 4096})
-	require.NoError(t, err)
-	batch, err := crashed.Fetch(2, jetstream.FetchMaxWait(5*time.Second))
-	require.NoError(t, err)
+	die := r.takeAndDie(2)
 	earlier := &heraldpb.LLMResponse{RequestId: answered.GetRequestId(), SessionId: "s4",
 		Message: &heraldpb.ChatMessage{Role: "assistant", Content: "from before the crash"}}
 	require.NoError(t, bus.PublishProto(ctx, r.bus.JS, answered.GetReplySubject(), answered.GetRequestId(), earlier))
-	for m := range batch.Messages() {
-		require.NoError(t, m.Nak())
-	}
+	die()
 
 	r.start()
 	require.Equal(t, "fresh", r.awaitResponse(unanswered, 10*time.Second).GetMessage().GetContent())
@@ -169,33 +161,18 @@ func TestRedeliveredRequestIsNotSentToTheModelTwice(t *testing.T) {
 
 func TestARedeliveredRequestStoresTheUsageItsStoredAnswerCarries(t *testing.T) {
 	r := buildRig(t, scripted.Conversation(scripted.Text("never asked")))
-	ctx := context.Background()
 	req := r.request("s4c", "hello")
 	r.publish(req)
 
 	// The gateway before stored the answer and died before its usage event
 	// was stored, and before acknowledging the request.
-	crashed, err := r.bus.JS.CreateOrUpdateConsumer(ctx, bus.StreamLLMRequests, jetstream.ConsumerConfig{
-		Durable: Durable, FilterSubject: bus.LLMRequest(">"), AckPolicy: jetstream.AckExplicitPolicy,
-		AckWait: 30 * time.Second, MaxDeliver: 5, MaxAckPending: 4096})
-	require.NoError(t, err)
-	batch, err := crashed.Fetch(1, jetstream.FetchMaxWait(5*time.Second))
-	require.NoError(t, err)
-	billed := &heraldpb.UsageEvent{EventId: req.GetRequestId() + ":1", Tenant: "t1", SessionId: "s4c", TaskId: "task-s4c",
-		Model: "m1", CostNanoUsd: 1_234, Status: StatusOK, Usage: &heraldpb.Usage{InputTokens: 12, OutputTokens: 3}}
-	earlier := &heraldpb.LLMResponse{RequestId: req.GetRequestId(), SessionId: "s4c",
-		Message: &heraldpb.ChatMessage{Role: "assistant", Content: "from before the crash"}, UsageEvents: []*heraldpb.UsageEvent{billed}}
-	require.NoError(t, bus.PublishProto(ctx, r.bus.JS, req.GetReplySubject(), req.GetRequestId(), earlier))
-	for m := range batch.Messages() {
-		require.NoError(t, m.Nak())
-	}
+	die := r.takeAndDie(1)
+	billed := r.storeAnswerWithUsage(req, 1_234)
+	die()
 	require.Empty(t, r.usageEvents())
 
 	r.start()
-	require.Eventually(t, func() bool {
-		n, err := bus.PendingWork(ctx, r.bus.JS, bus.StreamLLMRequests)
-		return err == nil && n == 0
-	}, 5*time.Second, 5*time.Millisecond, "the redelivered request is acknowledged")
+	r.requestsDrained("the redelivered request is acknowledged")
 	usage := r.usageEvents()
 	require.Len(t, usage, 1, "the answer's usage is stored, once")
 	require.Equal(t, billed.GetEventId(), usage[0].GetEventId())
@@ -211,17 +188,8 @@ func TestARedeliveredRequestFindsItsAnswerAfterTheSessionMovedOn(t *testing.T) {
 	ctx := context.Background()
 	req := r.request("s4e", "hello")
 	r.publish(req)
-	crashed, err := r.bus.JS.CreateOrUpdateConsumer(ctx, bus.StreamLLMRequests, jetstream.ConsumerConfig{
-		Durable: Durable, FilterSubject: bus.LLMRequest(">"), AckPolicy: jetstream.AckExplicitPolicy,
-		AckWait: 30 * time.Second, MaxDeliver: 5, MaxAckPending: 4096})
-	require.NoError(t, err)
-	batch, err := crashed.Fetch(1, jetstream.FetchMaxWait(5*time.Second))
-	require.NoError(t, err)
-	billed := &heraldpb.UsageEvent{EventId: req.GetRequestId() + ":1", Tenant: "t1", SessionId: "s4e", Model: "m1",
-		CostNanoUsd: 777, Status: StatusOK, Usage: &heraldpb.Usage{InputTokens: 7}}
-	earlier := &heraldpb.LLMResponse{RequestId: req.GetRequestId(), SessionId: "s4e",
-		Message: &heraldpb.ChatMessage{Role: "assistant", Content: "from before the crash"}, UsageEvents: []*heraldpb.UsageEvent{billed}}
-	require.NoError(t, bus.PublishProto(ctx, r.bus.JS, req.GetReplySubject(), req.GetRequestId(), earlier))
+	die := r.takeAndDie(1)
+	billed := r.storeAnswerWithUsage(req, 777)
 	// other sessions' answers, and then this session's next one
 	for i := range 5 {
 		other := r.request(fmt.Sprintf("s4e-other-%d", i), "hi")
@@ -232,15 +200,10 @@ func TestARedeliveredRequestFindsItsAnswerAfterTheSessionMovedOn(t *testing.T) {
 	require.NoError(t, bus.PublishProto(ctx, r.bus.JS, next.GetReplySubject(), next.GetRequestId(),
 		&heraldpb.LLMResponse{RequestId: next.GetRequestId(), SessionId: "s4e",
 			Message: &heraldpb.ChatMessage{Role: "assistant", Content: "the next answer"}}))
-	for m := range batch.Messages() {
-		require.NoError(t, m.Nak())
-	}
+	die()
 
 	r.start()
-	require.Eventually(t, func() bool {
-		n, err := bus.PendingWork(ctx, r.bus.JS, bus.StreamLLMRequests)
-		return err == nil && n == 0
-	}, 5*time.Second, 5*time.Millisecond, "the redelivered request is acknowledged")
+	r.requestsDrained("the redelivered request is acknowledged")
 	usage := r.usageEvents()
 	require.Len(t, usage, 1, "the answer's usage is stored, once")
 	require.Equal(t, billed.GetEventId(), usage[0].GetEventId())

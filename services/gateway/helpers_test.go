@@ -204,3 +204,42 @@ func (e *events) text() string {
 	}
 	return s
 }
+
+// takeAndDie has a gateway that is about to die take n requests; die hands
+// them back unacknowledged, as the server does once that gateway is gone.
+func (r *rig) takeAndDie(n int) (die func()) {
+	r.t.Helper()
+	crashed, err := r.bus.JS.CreateOrUpdateConsumer(context.Background(), bus.StreamLLMRequests, jetstream.ConsumerConfig{
+		Durable: Durable, FilterSubject: bus.LLMRequest(">"), AckPolicy: jetstream.AckExplicitPolicy,
+		AckWait: 30 * time.Second, MaxDeliver: 5, MaxAckPending: 4096})
+	require.NoError(r.t, err)
+	batch, err := crashed.Fetch(n, jetstream.FetchMaxWait(5*time.Second))
+	require.NoError(r.t, err)
+	return func() {
+		r.t.Helper()
+		for m := range batch.Messages() {
+			require.NoError(r.t, m.Nak())
+		}
+	}
+}
+
+// storeAnswerWithUsage stores the answer a gateway that then died gave req,
+// carrying the one usage event (costing nano) it billed and never stored.
+func (r *rig) storeAnswerWithUsage(req *heraldpb.LLMRequest, nano uint64) *heraldpb.UsageEvent {
+	r.t.Helper()
+	billed := &heraldpb.UsageEvent{EventId: req.GetRequestId() + ":1", Tenant: "t1", SessionId: req.GetSessionId(),
+		TaskId: req.GetTaskId(), Model: "m1", CostNanoUsd: nano, Status: StatusOK, Usage: &heraldpb.Usage{InputTokens: 12, OutputTokens: 3}}
+	earlier := &heraldpb.LLMResponse{RequestId: req.GetRequestId(), SessionId: req.GetSessionId(),
+		Message: &heraldpb.ChatMessage{Role: "assistant", Content: "from before the crash"}, UsageEvents: []*heraldpb.UsageEvent{billed}}
+	require.NoError(r.t, bus.PublishProto(context.Background(), r.bus.JS, req.GetReplySubject(), req.GetRequestId(), earlier))
+	return billed
+}
+
+// requestsDrained waits until every LLM request is acknowledged.
+func (r *rig) requestsDrained(why string) {
+	r.t.Helper()
+	require.Eventually(r.t, func() bool {
+		n, err := bus.PendingWork(context.Background(), r.bus.JS, bus.StreamLLMRequests)
+		return err == nil && n == 0
+	}, 10*time.Second, 5*time.Millisecond, why)
+}

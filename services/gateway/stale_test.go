@@ -152,15 +152,8 @@ func TestRedeliveredRequestIsSentWhenTheRecordCannotBeRead(t *testing.T) {
 	req := r.request("unread", "hello")
 	req.RequestId = "unread:1:1:0"
 	r.publish(req)
-	crashed, err := r.bus.JS.CreateOrUpdateConsumer(ctx, bus.StreamLLMRequests, jetstream.ConsumerConfig{
-		Durable: Durable, FilterSubject: bus.LLMRequest(">"), AckPolicy: jetstream.AckExplicitPolicy,
-		AckWait: 30 * time.Second, MaxDeliver: 5, MaxAckPending: 4096})
-	require.NoError(t, err)
-	batch, err := crashed.Fetch(1, jetstream.FetchMaxWait(5*time.Second))
-	require.NoError(t, err)
-	for m := range batch.Messages() {
-		require.NoError(t, m.Nak())
-	}
+	die := r.takeAndDie(1)
+	die()
 	r.start()
 	require.Equal(t, "fresh", r.awaitResponse(req, 10*time.Second).GetMessage().GetContent())
 	require.Equal(t, 1, r.model.Calls())
