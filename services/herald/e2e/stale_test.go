@@ -58,11 +58,13 @@ func TestRequestOfAFinishedStepIsNotSentAgainAfterAGatewayDies(t *testing.T) {
 	stopGateway(t, first)
 
 	// With no gateway running, a session waits for its first model call,
-	// and the first step of the finished session comes round once more.
+	// and a retry of the finished session's first step comes round, one
+	// never answered (an answered one is found and not sent again either:
+	// services/gateway TestARedeliveredRequestFindsItsAnswerAfterTheSessionMovedOn).
 	waiting := NewTask("waiting")
 	h.Submit(waiting)
 	ctx := context.Background()
-	again := &heraldpb.LLMRequest{RequestId: done.SessionID + ":1:1:0", SessionId: done.SessionID, TaskId: done.TaskID,
+	again := &heraldpb.LLMRequest{RequestId: done.SessionID + ":1:1:1", SessionId: done.SessionID, TaskId: done.TaskID,
 		Purpose: "agent", Step: 1, Turn: 1, ReplySubject: bus.LLMResponse(bus.OwnerLoop, done.SessionID),
 		Messages: []*heraldpb.ChatMessage{{Role: "system", Content: "s"}, {Role: "user", Content: "done"}}}
 	require.NoError(t, bus.PublishProto(ctx, h.JS, bus.LLMRequest(done.SessionID), again.RequestId+":again", again))
