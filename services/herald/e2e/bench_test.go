@@ -104,7 +104,11 @@ func BenchmarkStepInProcess(b *testing.B) {
 // that takes 200 ms per call — 200 sessions of 5 calls (4 tool steps, then
 // the answer; ideal 1 s) and 1,000 of 10 (ideal 2 s) — and the same number
 // of in-process loops against the same model in the same run. Figures: wall
-// time, its ratio to the ideal, and the in-process loops' wall time.
+// time, its ratio to the ideal, and the in-process loops' wall time; and, for
+// each side, this process's CPU (user + system: the services, their NATS
+// server and the model for Herald; the loops and the model for the baseline)
+// per model call and as cores kept busy on average (CPU / wall), which says
+// whether the run was bound by the machine's cores rather than by waiting.
 func BenchmarkConcurrentSessions(b *testing.B) {
 	const latency = 200 * time.Millisecond
 	for _, c := range []struct{ sessions, calls int }{{200, 5}, {1000, 10}} {
@@ -122,7 +126,7 @@ func BenchmarkConcurrentSessions(b *testing.B) {
 			ideal := time.Duration(c.calls) * latency
 			for i := 0; i < b.N; i++ {
 				tasks := make([]proto.Task, c.sessions)
-				start := time.Now()
+				start, cpu := time.Now(), cpuTime()
 				for j := range tasks {
 					tasks[j] = NewTask(fmt.Sprintf("concurrent %d/%d", i, j))
 					tasks[j].MaxIterations = steps + 1
@@ -132,17 +136,22 @@ func BenchmarkConcurrentSessions(b *testing.B) {
 					res := h.WaitResult(task, 10*time.Minute)
 					require.Equal(b, proto.ExitTextResponse, res.ExitReason)
 				}
-				wall := time.Since(start)
-				start = time.Now()
+				wall, heraldCPU := time.Since(start), cpuTime()-cpu
+				start, cpu = time.Now(), cpuTime()
 				var wg sync.WaitGroup
 				for j := 0; j < c.sessions; j++ {
 					wg.Go(func() { base.run(b, fmt.Sprintf("baseline %d/%d", i, j)) })
 				}
 				wg.Wait()
-				inproc := time.Since(start)
+				inproc, inprocCPU := time.Since(start), cpuTime()-cpu
+				calls := float64(c.sessions * c.calls)
 				b.ReportMetric(wall.Seconds(), "wall-s")
 				b.ReportMetric(wall.Seconds()/ideal.Seconds(), "x-ideal")
 				b.ReportMetric(inproc.Seconds(), "inproc-wall-s")
+				b.ReportMetric(float64(heraldCPU.Microseconds())/calls, "herald-cpu-µs/call")
+				b.ReportMetric(float64(inprocCPU.Microseconds())/calls, "inproc-cpu-µs/call")
+				b.ReportMetric(heraldCPU.Seconds()/wall.Seconds(), "herald-cores")
+				b.ReportMetric(inprocCPU.Seconds()/inproc.Seconds(), "inproc-cores")
 			}
 			b.ReportMetric(0, "ns/op")
 		})
