@@ -13,7 +13,7 @@ run -bench 'BenchmarkStateForNextTransition' ./services/loop/
 run -bench 'BenchmarkStepBytes' -benchtime 1x ./services/herald/e2e/
 run -bench 'BenchmarkStepOverhead' -benchtime 20x ./services/herald/e2e/   # and BenchmarkStepOverheadProcess (herald up, outside-in)
 run -bench 'BenchmarkStepThroughBus|BenchmarkStepInProcess' -benchtime 30x ./services/herald/e2e/
-run -bench 'BenchmarkConcurrentSessions' -benchtime 1x -timeout 30m ./services/herald/e2e/
+run -bench 'BenchmarkConcurrentSessions' -benchtime 1x -timeout 30m ./services/herald/e2e/   # and BenchmarkConcurrentSessionsProcess (each side its own process)
 run -bench 'BenchmarkSustainedLoad' -benchtime 1x -timeout 30m ./services/herald/e2e/
 run -bench 'BenchmarkGatewayAddedLatency' ./services/gateway/
 run -bench 'BenchmarkRunnersScaleOut' -benchtime 1x -timeout 20m ./services/toolrunner/

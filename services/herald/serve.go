@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"time"
 
@@ -12,13 +13,17 @@ func cmdServe(ctx context.Context, args []string, cio cliIO) int {
 	fs := newFlagSet("serve", cio.err)
 	var c common
 	c.register(fs)
-	concurrency := fs.Int("concurrency", 0, "calls each service of this process works on at once (default: tool runner the number of CPUs, gateway 64, loop 64)")
+	concurrency := concurrencyFlag(fs)
 	pool := fs.String("pool", "", "tool-runner pool: take only calls of tasks that name this pool")
 	instance := fs.String("name", "", "instance name shown in results and tool events (default host-pid)")
 	metricsAddr := fs.String("metrics", "", "serve Prometheus metrics on this address's /metrics (e.g. 127.0.0.1:9464)")
 	names, err := parseInterspersed(fs, args)
 	if err != nil {
 		return flagExit(err)
+	}
+	if *concurrency < 0 {
+		fmt.Fprintln(cio.err, "herald serve: --concurrency must be a positive number of calls, or 0 for each service's default")
+		return exitUsage
 	}
 	if len(names) == 0 {
 		fmt.Fprintln(cio.err, "herald serve: name at least one service: loop gateway toolrunner compressor memory accounting")
@@ -49,4 +54,10 @@ func cmdServe(ctx context.Context, args []string, cio cliIO) int {
 	defer cancel()
 	a.Shutdown(sctx)
 	return exitOK
+}
+
+// concurrencyFlag is --concurrency of `herald serve` and `herald up`: 0
+// leaves each service its default.
+func concurrencyFlag(fs *flag.FlagSet) *int {
+	return fs.Int("concurrency", 0, "calls each service of this process works on at once (default: tool runner the number of CPUs, gateway 64, loop 64)")
 }

@@ -27,8 +27,13 @@ func cmdUp(ctx context.Context, args []string, cio cliIO) int {
 	dataDir := fs.String("data-dir", "", "where streams, workspace and ClickHouse data live (default ./.herald or HERALD_DATA_DIR)")
 	httpAddr := fs.String("http", "127.0.0.1:8080", "dashboard address (empty to disable)")
 	natsConfig := fs.String("nats-config", "", "nats-server configuration file (accounts, users, permissions)")
+	concurrency := concurrencyFlag(fs)
 	if _, err := parseInterspersed(fs, args); err != nil {
 		return flagExit(err)
+	}
+	if *concurrency < 0 {
+		fmt.Fprintln(cio.err, "herald up: --concurrency must be a positive number of calls, or 0 for each service's default")
+		return exitUsage
 	}
 	cfg, err := c.load()
 	if err != nil {
@@ -50,7 +55,7 @@ func cmdUp(ctx context.Context, args []string, cio cliIO) int {
 	}
 	defer ch.stop()
 	a, err := app.Start(ctx, app.Options{Config: cfg, StoreDir: filepath.Join(cfg.DataDir, "nats"), Listen: *listen,
-		NATSConfigFile: *natsConfig, Log: log, Instance: "up", SizeProcessors: true})
+		NATSConfigFile: *natsConfig, Log: log, Instance: "up", Concurrency: *concurrency, SizeProcessors: true})
 	if err != nil {
 		fmt.Fprintln(cio.err, "herald up:", err)
 		return exitFail

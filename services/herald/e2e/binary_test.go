@@ -125,6 +125,18 @@ func TestRunExitCodesAndUsageErrors(t *testing.T) {
 	require.Equal(t, proto.ExitMaxIterations, res.ExitReason)
 }
 
+func TestNegativeConcurrencyIsAUsageError(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, args := range [][]string{{"up", "--concurrency", "-1", "--http", ""}, {"serve", "--concurrency", "-3", "loop"}} {
+		var stderr bytes.Buffer
+		cmd := heraldCmd(t, ctx, t.TempDir(), nil, args...)
+		cmd.Stderr = &stderr
+		require.Equal(t, 2, exitCode(cmd.Run()), "herald %v", args)
+		require.Contains(t, stderr.String(), "--concurrency must be a positive number of calls", "herald %v", args)
+	}
+}
+
 func exitCode(err error) int {
 	if err == nil {
 		return 0

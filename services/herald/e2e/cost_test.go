@@ -33,9 +33,14 @@ import (
 // loop on openai-go against the same model, measured in the same run,
 // alternating.
 
-// costModelEnv makes this test binary a zero-latency model that calls
-// read_file until a history holds the given number of assistant messages.
-const costModelEnv = "HERALD_COST_MODEL_STEPS"
+// costModelEnv makes this test binary a model that calls read_file until a
+// history holds the given number of assistant messages; costModelDelayEnv,
+// when set, is the milliseconds it takes before each reply (none: it
+// answers at once).
+const (
+	costModelEnv      = "HERALD_COST_MODEL_STEPS"
+	costModelDelayEnv = "HERALD_COST_MODEL_DELAY_MS"
+)
 
 // costSteps is the number of tool steps of one measured session; with the
 // answer that is costSteps+1 model calls.
@@ -50,7 +55,15 @@ func init() {
 	if err != nil {
 		panic(err)
 	}
-	model, err := scripted.Start(costScript(steps))
+	script := costScript(steps)
+	if v := os.Getenv(costModelDelayEnv); v != "" {
+		ms, err := strconv.Atoi(v)
+		if err != nil {
+			panic(err)
+		}
+		script = delayed(script, time.Duration(ms)*time.Millisecond)
+	}
+	model, err := scripted.Start(script)
 	if err != nil {
 		panic(err)
 	}
@@ -73,9 +86,38 @@ func costScript(steps int) scripted.Script {
 	}
 }
 
+// delayed is script with every reply taking d.
+func delayed(script scripted.Script, d time.Duration) scripted.Script {
+	return func(r *scripted.Request) scripted.Reply {
+		reply := script(r)
+		reply.Delay = d
+		return reply
+	}
+}
+
+// startCostModel starts the cost model (costScript) in a child process and
+// returns its URL.
 func startCostModel(b testing.TB, steps int) string {
+	url, _ := startCostModelProcess(b, steps, 0)
+	return url
+}
+
+// startCostModelProcess starts the cost model in a child process, each
+// reply taking delay, and returns its URL and process id.
+func startCostModelProcess(b testing.TB, steps int, delay time.Duration) (string, int) {
+	env := []string{costModelEnv + "=" + strconv.Itoa(steps)}
+	if delay > 0 {
+		env = append(env, costModelDelayEnv+"="+strconv.FormatInt(delay.Milliseconds(), 10))
+	}
+	return startModelChild(b, env...)
+}
+
+// startModelChild runs this test binary as a model in a child process,
+// with env added to this process's environment (naming the script), and
+// returns the URL it prints and its process id.
+func startModelChild(b testing.TB, env ...string) (string, int) {
 	cmd := exec.Command(os.Args[0], "-test.run=^$", "-test.bench=^$")
-	cmd.Env = append(os.Environ(), costModelEnv+"="+strconv.Itoa(steps))
+	cmd.Env = append(os.Environ(), env...)
 	out, err := cmd.StdoutPipe()
 	require.NoError(b, err)
 	require.NoError(b, cmd.Start())
@@ -83,15 +125,15 @@ func startCostModel(b testing.TB, steps int) string {
 	sc := bufio.NewScanner(out)
 	for sc.Scan() {
 		if url, ok := strings.CutPrefix(sc.Text(), "MODEL_URL="); ok {
-			go func() {
+			go func() { // keep draining
 				for sc.Scan() {
 				}
 			}()
-			return url
+			return url, cmd.Process.Pid
 		}
 	}
 	b.Fatalf("the model process printed no URL: %v", sc.Err())
-	return ""
+	return "", 0
 }
 
 // cpuTime is this process's user + system time so far.

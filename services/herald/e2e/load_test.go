@@ -1,18 +1,15 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"runtime/pprof"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -82,26 +79,10 @@ func envDuration(name string, def time.Duration) time.Duration {
 	return def
 }
 
-// startModelProcess runs the scripted model in a child process.
+// startModelProcess runs the load model in a child process.
 func startModelProcess(b *testing.B, latency time.Duration) string {
-	cmd := exec.Command(os.Args[0], "-test.run=^$", "-test.bench=^$")
-	cmd.Env = append(os.Environ(), loadModelEnv+"=1", loadLatencyEnv+"="+latency.String())
-	out, err := cmd.StdoutPipe()
-	require.NoError(b, err)
-	require.NoError(b, cmd.Start())
-	b.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	sc := bufio.NewScanner(out)
-	for sc.Scan() {
-		if url, ok := strings.CutPrefix(sc.Text(), "MODEL_URL="); ok {
-			go func() { // keep draining
-				for sc.Scan() {
-				}
-			}()
-			return url
-		}
-	}
-	b.Fatalf("the model process printed no URL: %v", sc.Err())
-	return ""
+	url, _ := startModelChild(b, loadModelEnv+"=1", loadLatencyEnv+"="+latency.String())
+	return url
 }
 
 type heapFigures struct {

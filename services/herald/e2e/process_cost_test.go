@@ -62,11 +62,12 @@ type upProcess struct {
 	js  jetstream.JetStream
 }
 
-// upOptions: the dashboard's (and /metrics') address, none if empty, and
-// more environment for the process.
+// upOptions: the dashboard's (and /metrics') address, none if empty, more
+// environment for the process and more flags.
 type upOptions struct {
 	http string
 	env  map[string]string
+	args []string
 }
 
 // startUpProcess starts `herald up` against the model at modelURL.
@@ -97,7 +98,8 @@ func startUpProcess(b testing.TB, modelURL string, size int, o upOptions) *upPro
 		env["HERALD_CPUPROFILE"] = fmt.Sprintf("%s.%d", prefix, size)
 	}
 	var stderr heraldtest.SyncBuffer
-	cmd := heraldCmd(b, ctx, data, env, "up", "--nats-listen", fmt.Sprintf("127.0.0.1:%d", port), "--data-dir", data, "--http", o.http)
+	args := append([]string{"up", "--nats-listen", fmt.Sprintf("127.0.0.1:%d", port), "--data-dir", data, "--http", o.http}, o.args...)
+	cmd := heraldCmd(b, ctx, data, env, args...)
 	cmd.Stderr = &stderr
 	require.NoError(b, cmd.Start())
 	b.Cleanup(func() { _ = cmd.Process.Signal(os.Interrupt); _ = cmd.Wait() })
@@ -147,8 +149,11 @@ func (u *upProcess) settle(b testing.TB) {
 }
 
 // cpu is the process's user + system time so far.
-func (u *upProcess) cpu(b testing.TB) time.Duration {
-	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", u.pid))
+func (u *upProcess) cpu(b testing.TB) time.Duration { return processCPU(b, u.pid) }
+
+// processCPU is the user + system time so far of the process pid.
+func processCPU(b testing.TB, pid int) time.Duration {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	require.NoError(b, err)
 	// fields after the command name, which is in parentheses: state is 3,
 	// utime 14 and stime 15 (proc(5))
@@ -190,6 +195,58 @@ func BenchmarkUpProcessors(b *testing.B) {
 			b.ReportMetric(float64(cpu[1].Microseconds())/steps, "fixed-cpu-µs/step")
 			b.ReportMetric(float64(wall[0])/float64(wall[1]), "x-wall")
 			b.ReportMetric(float64(cpu[0])/float64(cpu[1]), "x-cpu")
+			b.ReportMetric(0, "ns/op")
+		})
+	}
+}
+
+// BenchmarkConcurrentSessionsProcess is BenchmarkConcurrentSessions with
+// each side in its own process, so each one's CPU is its own: a `herald up`
+// (every service and the embedded JetStream; --concurrency 1024), the
+// scripted model in a child process (200 ms a call), and the in-process
+// loops in this test process against the same model afterwards. Figures:
+// each side's wall time and its ratio to the ideal; CPU per model call of
+// Herald, of the loops, and of the model while each side ran; Herald's CPU
+// per call over the loops'; and cpu-floor-x-ideal, the shortest wall time
+// that Herald's and the model's CPU allow on this machine's cores (their
+// CPU / the cores), as a ratio to the ideal: a run that cannot beat it is
+// bound by the cores, however well the work is packed.
+func BenchmarkConcurrentSessionsProcess(b *testing.B) {
+	const latency = 200 * time.Millisecond
+	for _, c := range []struct{ sessions, calls int }{{200, 5}, {1000, 10}} {
+		b.Run(fmt.Sprintf("%dx%d", c.sessions, c.calls), func(b *testing.B) {
+			url, modelPID := startCostModelProcess(b, c.calls-1, latency)
+			up := startUpProcess(b, url, 0, upOptions{args: []string{"--concurrency", "1024"}})
+			base := newBaselineLoop(b, url, 0)
+			up.settle(b)
+			base.run(b, "warm-up")
+			ideal := time.Duration(c.calls) * latency
+			calls := float64(c.sessions * c.calls)
+			perCall := func(d time.Duration) float64 { return float64(d.Microseconds()) / calls }
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				h0, m0, start := up.cpu(b), processCPU(b, modelPID), time.Now()
+				up.batch(b, c.sessions, fmt.Sprintf("concurrent %d", i))
+				wall, heraldCPU, heraldModel := time.Since(start), up.cpu(b)-h0, processCPU(b, modelPID)-m0
+				s0, m0, start := cpuTime(), processCPU(b, modelPID), time.Now()
+				var wg sync.WaitGroup
+				for j := 0; j < c.sessions; j++ {
+					wg.Go(func() { base.run(b, fmt.Sprintf("baseline %d/%d", i, j)) })
+				}
+				wg.Wait()
+				inproc, inprocCPU, inprocModel := time.Since(start), cpuTime()-s0, processCPU(b, modelPID)-m0
+				b.ReportMetric(wall.Seconds(), "wall-s")
+				b.ReportMetric(wall.Seconds()/ideal.Seconds(), "x-ideal")
+				b.ReportMetric(inproc.Seconds(), "inproc-wall-s")
+				b.ReportMetric(inproc.Seconds()/ideal.Seconds(), "inproc-x-ideal")
+				b.ReportMetric(perCall(heraldCPU), "herald-cpu-µs/call")
+				b.ReportMetric(perCall(heraldModel), "model-cpu-µs/call")
+				b.ReportMetric(perCall(inprocCPU), "inproc-cpu-µs/call")
+				b.ReportMetric(perCall(inprocModel), "inproc-model-cpu-µs/call")
+				b.ReportMetric(float64(heraldCPU)/float64(inprocCPU), "x-inproc-cpu")
+				floor := (heraldCPU + heraldModel) / time.Duration(runtime.NumCPU())
+				b.ReportMetric(floor.Seconds()/ideal.Seconds(), "cpu-floor-x-ideal")
+			}
 			b.ReportMetric(0, "ns/op")
 		})
 	}
