@@ -21,8 +21,7 @@ func cmdServe(ctx context.Context, args []string, cio cliIO) int {
 	if err != nil {
 		return flagExit(err)
 	}
-	if *concurrency < 0 {
-		fmt.Fprintln(cio.err, "herald serve: --concurrency must be a positive number of calls, or 0 for each service's default")
+	if badConcurrency("serve", *concurrency, cio) {
 		return exitUsage
 	}
 	if len(names) == 0 {
@@ -60,4 +59,12 @@ func cmdServe(ctx context.Context, args []string, cio cliIO) int {
 // leaves each service its default.
 func concurrencyFlag(fs *flag.FlagSet) *int {
 	return fs.Int("concurrency", 0, "calls each service of this process works on at once (default: tool runner the number of CPUs, gateway 64, loop 64)")
+}
+
+// badConcurrency reports a negative --concurrency of `herald cmd`.
+func badConcurrency(cmd string, n int, cio cliIO) bool {
+	if n < 0 {
+		fmt.Fprintf(cio.err, "herald %s: --concurrency must be a positive number of calls, or 0 for each service's default\n", cmd)
+	}
+	return n < 0
 }

@@ -31,8 +31,7 @@ func cmdUp(ctx context.Context, args []string, cio cliIO) int {
 	if _, err := parseInterspersed(fs, args); err != nil {
 		return flagExit(err)
 	}
-	if *concurrency < 0 {
-		fmt.Fprintln(cio.err, "herald up: --concurrency must be a positive number of calls, or 0 for each service's default")
+	if badConcurrency("up", *concurrency, cio) {
 		return exitUsage
 	}
 	cfg, err := c.load()
