@@ -114,12 +114,7 @@ func BenchmarkConcurrentSessions(b *testing.B) {
 	for _, c := range []struct{ sessions, calls int }{{200, 5}, {1000, 10}} {
 		b.Run(fmt.Sprintf("%dx%d", c.sessions, c.calls), func(b *testing.B) {
 			steps := c.calls - 1
-			script := func(r *scripted.Request) scripted.Reply {
-				reply := stepScript(steps)(r)
-				reply.Delay = latency
-				return reply
-			}
-			h := Start(b, script, WithConcurrency(1024), WithConfig(func(c *config.Config) { c.Tenant = "bench" }))
+			h := Start(b, delayed(stepScript(steps), latency), WithConcurrency(1024), WithConfig(func(c *config.Config) { c.Tenant = "bench" }))
 			h.StopEventLog()
 			require.NoError(b, os.WriteFile(filepath.Join(h.Workspace, "data.txt"), []byte("some data\n"), 0o644))
 			base := newBaselineLoop(b, h.Model.URL, 0)
