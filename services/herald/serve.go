@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/heraldrun/herald/services/herald/internal/app"
@@ -20,9 +22,6 @@ func cmdServe(ctx context.Context, args []string, cio cliIO) int {
 	names, err := parseInterspersed(fs, args)
 	if err != nil {
 		return flagExit(err)
-	}
-	if badConcurrency("serve", *concurrency, cio) {
-		return exitUsage
 	}
 	if len(names) == 0 {
 		fmt.Fprintln(cio.err, "herald serve: name at least one service: loop gateway toolrunner compressor memory accounting")
@@ -56,15 +55,26 @@ func cmdServe(ctx context.Context, args []string, cio cliIO) int {
 }
 
 // concurrencyFlag is --concurrency of `herald serve` and `herald up`: 0
-// leaves each service its default.
+// leaves each service its default; a negative count fails the parse.
 func concurrencyFlag(fs *flag.FlagSet) *int {
-	return fs.Int("concurrency", 0, "calls each service of this process works on at once (default: tool runner the number of CPUs, gateway 64, loop 64)")
+	var n callCount
+	fs.Var(&n, "concurrency", "`calls` each service of this process works on at once (default: tool runner the number of CPUs, gateway 64, loop 64)")
+	return (*int)(&n)
 }
 
-// badConcurrency reports a negative --concurrency of `herald cmd`.
-func badConcurrency(cmd string, n int, cio cliIO) bool {
-	if n < 0 {
-		fmt.Fprintf(cio.err, "herald %s: --concurrency must be a positive number of calls, or 0 for each service's default\n", cmd)
+// callCount is a number of calls, never negative.
+type callCount int
+
+func (n *callCount) String() string { return strconv.Itoa(int(*n)) }
+
+func (n *callCount) Set(s string) error {
+	v, err := strconv.Atoi(s)
+	switch {
+	case err != nil:
+		return fmt.Errorf("%q is not a number of calls", s)
+	case v < 0:
+		return errors.New("--concurrency must be a positive number of calls, or 0 for each service's default")
 	}
-	return n < 0
+	*n = callCount(v)
+	return nil
 }

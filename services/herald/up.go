@@ -31,9 +31,6 @@ func cmdUp(ctx context.Context, args []string, cio cliIO) int {
 	if _, err := parseInterspersed(fs, args); err != nil {
 		return flagExit(err)
 	}
-	if badConcurrency("up", *concurrency, cio) {
-		return exitUsage
-	}
 	cfg, err := c.load()
 	if err != nil {
 		fmt.Fprintln(cio.err, "herald up:", err)
