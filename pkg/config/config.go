@@ -115,6 +115,15 @@ type CodeExecution struct {
 	Python string `yaml:"python"`
 }
 
+// Files limits what the tool runner's file tools (write_file, patch) write.
+type Files struct {
+	// MaxWriteBytes is the largest file one call may leave (default 64 MiB).
+	MaxWriteBytes int64 `yaml:"max_write_bytes"`
+	// MaxWorkspaceBytes caps what a workspace's files may hold after a
+	// call (default 2 GiB).
+	MaxWorkspaceBytes int64 `yaml:"max_workspace_bytes"`
+}
+
 // Config is everything a Herald process can be told.
 type Config struct {
 	NATSURL string `yaml:"nats_url"`
@@ -152,6 +161,7 @@ type Config struct {
 	// hooks: plugin hooks.
 	Hooks         Hooks         `yaml:"hooks"`
 	CodeExecution CodeExecution `yaml:"code_execution"`
+	Files         Files         `yaml:"files"`
 
 	// Providers overrides the gateway's provider profiles, by provider name.
 	Providers map[string]ProviderProfile `yaml:"providers"`
@@ -322,6 +332,7 @@ func (c Config) Validate() error {
 	check(c.Hooks.TimeoutMS >= 0, "hooks.timeout_ms must not be negative")
 	check(c.CodeExecution.Timeout >= 0 && c.CodeExecution.MaxToolCalls >= 0 && c.CodeExecution.MaxOutputChars >= 0,
 		"code_execution limits must not be negative")
+	check(c.Files.MaxWriteBytes >= 0 && c.Files.MaxWorkspaceBytes >= 0, "files limits must not be negative")
 	for name, m := range c.MCPServers {
 		for _, p := range m.Sandbox.ReadOnly {
 			check(filepath.IsAbs(p), "mcp_servers.%s.sandbox.read_only: %q is not an absolute path", name, p)

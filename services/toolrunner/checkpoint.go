@@ -41,7 +41,7 @@ func (s *Service) checkpoint(c *call) {
 	if _, err := os.Stat(dir); err == nil {
 		return
 	}
-	if err := snapshot(c.ws.root, dir); err != nil {
+	if err := snapshot(c.ws, dir); err != nil {
 		_ = os.RemoveAll(dir)
 		s.log.Warn().Err(err).Str("session_id", c.req.GetSessionId()).Str("call_id", c.req.GetCallId()).Msg("workspace checkpoint skipped")
 	}
@@ -52,26 +52,29 @@ func sessionCheckpoints(cfg Config, sid string) string {
 }
 
 // snapshot copies the workspace into dir (written under a temporary name and
-// renamed, so a half-written snapshot is never taken for a checkpoint).
-func snapshot(root, dir string) error {
-	if err := checkSize(root); err != nil {
+// renamed, so a half-written snapshot is never taken for a checkpoint). The
+// workspace is read through its folder, as the file tools read it: its
+// hidden folders are left out and a symlink is copied as a link, never
+// followed.
+func snapshot(w workspace, dir string) error {
+	if err := checkSize(w); err != nil {
 		return err
 	}
 	tmp := dir + ".tmp"
 	_ = os.RemoveAll(tmp)
-	if err := copyTree(root, tmp); err != nil {
+	if err := os.MkdirAll(tmp, 0o700); err != nil {
+		return err
+	}
+	if err := copyOut(w, tmp); err != nil {
 		return err
 	}
 	return os.Rename(tmp, dir)
 }
 
-func checkSize(root string) error {
+func checkSize(w workspace) error {
 	files, bytes := 0, int64(0)
-	return filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if info, err := d.Info(); err == nil && d.Type().IsRegular() {
+	return w.walk(w.dir, ".", func(_ *os.Root, _, _ string, info fs.FileInfo) error {
+		if info.Mode().IsRegular() {
 			files, bytes = files+1, bytes+info.Size()
 		}
 		if files > checkpointMaxFiles || bytes > checkpointMaxBytes {
@@ -81,40 +84,34 @@ func checkSize(root string) error {
 	})
 }
 
-// copyTree copies regular files, folders and symlinks (as links) from src to dst.
-func copyTree(src, dst string) error {
-	return filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(src, p)
-		target := filepath.Join(dst, rel)
-		info, err := d.Info()
-		if err != nil {
-			return err
-		}
+// copyOut copies the workspace's regular files, folders and symlinks (as
+// links) into dst, a folder of the runner's own.
+func copyOut(w workspace, dst string) error {
+	return w.walk(w.dir, ".", func(dir *os.Root, name, rel string, info fs.FileInfo) error {
+		target := filepath.Join(dst, filepath.FromSlash(rel))
 		switch {
-		case d.IsDir():
+		case info.IsDir():
 			return os.MkdirAll(target, info.Mode().Perm()|0o700)
-		case d.Type()&fs.ModeSymlink != 0:
-			link, err := os.Readlink(p)
+		case info.Mode()&fs.ModeSymlink != 0:
+			link, err := dir.Readlink(name)
 			if err != nil {
-				return err
+				return nil // changed since it was listed: not this snapshot's
 			}
 			return os.Symlink(link, target)
-		case d.Type().IsRegular():
-			return copyFile(p, target, info.Mode().Perm())
+		case info.Mode().IsRegular():
+			e := &entry{dir: dir, name: name, rel: rel, info: info}
+			in, err := e.openFile()
+			if err != nil {
+				return nil // changed since it was listed: not this snapshot's
+			}
+			defer in.Close()
+			return copyTo(in, target, info.Mode().Perm())
 		}
 		return nil
 	})
 }
 
-func copyFile(src, dst string, mode fs.FileMode) error {
-	in, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
+func copyTo(in io.Reader, dst string, mode fs.FileMode) error {
 	out, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, mode)
 	if err != nil {
 		return err
@@ -164,14 +161,15 @@ func Rollback(cfg Config, sid, workspace, id string) (Checkpoint, error) {
 	if !found {
 		return Checkpoint{}, fmt.Errorf("%w %q for session %s", ErrNoCheckpoint, id, sid)
 	}
-	ws, err := openWorkspace(cfg.WorkspaceRoot, workspace)
+	ws, err := openWorkspace(cfg.WorkspaceRoot, workspace, cfg.DataDir)
 	if err != nil {
 		return Checkpoint{}, err
 	}
-	if err := clearDir(ws.root); err != nil {
+	defer ws.close()
+	if err := clearWorkspace(ws); err != nil {
 		return Checkpoint{}, fmt.Errorf("rollback: %w", err)
 	}
-	if err := copyTree(cp.dir, ws.root); err != nil {
+	if err := copyIn(cp.dir, ws); err != nil {
 		return Checkpoint{}, fmt.Errorf("rollback: %w", err)
 	}
 	return cp, nil
@@ -189,15 +187,70 @@ func pickCheckpoint(cps []Checkpoint, id string) (Checkpoint, bool) {
 	return Checkpoint{}, false
 }
 
-func clearDir(dir string) error {
-	entries, err := os.ReadDir(dir)
+// clearWorkspace removes what the workspace holds, but its hidden folders.
+func clearWorkspace(w workspace) error {
+	f, err := w.dir.Open(".")
 	if err != nil {
 		return err
 	}
-	for _, e := range entries {
-		if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+	names, err := f.Readdirnames(-1)
+	f.Close()
+	if err != nil {
+		return err
+	}
+	for _, name := range names {
+		if w.hiddenTop[name] {
+			continue
+		}
+		if info, err := w.dir.Lstat(name); err == nil && info.IsDir() && w.isHidden(info) {
+			continue
+		}
+		if err := w.dir.RemoveAll(name); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// copyIn copies the checkpoint src (a folder of the runner's own) into the
+// workspace, through its folder as the file tools write.
+func copyIn(src string, w workspace) error {
+	return filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || p == src {
+			return err
+		}
+		rel, err := filepath.Rel(src, p)
+		if err != nil {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		e, err := w.resolve(rel, true)
+		if err != nil {
+			return err
+		}
+		defer e.close()
+		if e.exists() || e.dir == nil {
+			return fmt.Errorf("%s: %w", rel, fs.ErrExist)
+		}
+		switch {
+		case d.IsDir():
+			return e.dir.Mkdir(e.name, info.Mode().Perm()|0o700)
+		case d.Type()&fs.ModeSymlink != 0:
+			link, err := os.Readlink(p)
+			if err != nil {
+				return err
+			}
+			return e.dir.Symlink(link, e.name)
+		case d.Type().IsRegular():
+			data, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			return e.writeMode(data, info.Mode().Perm())
+		}
+		return nil
+	})
 }

@@ -70,6 +70,16 @@ type Config struct {
 	Hooks hooks.Config
 	// Code limits execute_code programs.
 	Code CodeLimits
+	// Files limits what the file tools write.
+	Files FileLimits
+}
+
+// FileLimits bound what write_file and patch may write.
+type FileLimits struct {
+	// MaxWriteBytes is the largest file one call may leave.
+	MaxWriteBytes int64
+	// MaxWorkspaceBytes caps what a workspace's files may hold after a call.
+	MaxWorkspaceBytes int64
 }
 
 // CodeLimits bound one execute_code program.
@@ -115,6 +125,7 @@ func DefaultConfig() Config {
 		Sandbox:            config.DefaultSandbox(),
 		Hooks:              hooks.Config{Timeout: hooks.DefaultTimeout},
 		Code:               CodeLimits{Timeout: 300 * time.Second, MaxToolCalls: 50, MaxOutputChars: 50000, Python: systemPython()},
+		Files:              FileLimits{MaxWriteBytes: 64 << 20, MaxWorkspaceBytes: 2 << 30},
 	}
 }
 
@@ -151,6 +162,12 @@ func ConfigFrom(c config.Config) Config {
 	set(&cfg.Code.MaxOutputChars, c.CodeExecution.MaxOutputChars)
 	if c.CodeExecution.Python != "" {
 		cfg.Code.Python = c.CodeExecution.Python
+	}
+	if c.Files.MaxWriteBytes > 0 {
+		cfg.Files.MaxWriteBytes = c.Files.MaxWriteBytes
+	}
+	if c.Files.MaxWorkspaceBytes > 0 {
+		cfg.Files.MaxWorkspaceBytes = c.Files.MaxWorkspaceBytes
 	}
 	return cfg
 }
@@ -221,5 +238,11 @@ func (c *Config) fill() {
 	}
 	if c.Code.MaxOutputChars <= 0 {
 		c.Code.MaxOutputChars = d.Code.MaxOutputChars
+	}
+	if c.Files.MaxWriteBytes <= 0 {
+		c.Files.MaxWriteBytes = d.Files.MaxWriteBytes
+	}
+	if c.Files.MaxWorkspaceBytes <= 0 {
+		c.Files.MaxWorkspaceBytes = d.Files.MaxWorkspaceBytes
 	}
 }

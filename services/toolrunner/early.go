@@ -62,6 +62,7 @@ func (s *Service) runEarly(ctx context.Context, req *heraldpb.ToolCallRequest, d
 	}
 	return &earlyRun{c: c, ran: inBackground(func() (r earlyOutcome) {
 		defer release()
+		defer c.ws.close()
 		defer func() { r.panic = recover() }()
 		start := time.Now()
 		r.o = t(ctx, c)

@@ -7,9 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
-	"path/filepath"
 	"strings"
 	"unicode/utf8"
 )
@@ -28,11 +26,12 @@ func (s *Service) readFile(_ context.Context, c *call) outcome {
 	if err := decodeArgs(c.spec.Name, c.spec.Parameters, c.req.GetArguments(), &a); err != nil {
 		return failed(err)
 	}
-	path, err := c.ws.resolve(a.Path)
+	e, err := c.ws.resolve(a.Path, false)
 	if err != nil {
 		return failed(err)
 	}
-	f, err := openRegular(path, a.Path)
+	defer e.close()
+	f, err := openRegular(e, a.Path)
 	if err != nil {
 		return failed(err)
 	}
@@ -52,22 +51,25 @@ func (s *Service) readFile(_ context.Context, c *call) outcome {
 	return ok(text + readFooter(a.Path, first, last, total))
 }
 
-func openRegular(path, shown string) (*os.File, error) {
-	info, err := os.Stat(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("%s does not exist", shown)
-	}
-	if err != nil {
+// openRegular opens the file at e, which must be a regular file.
+func openRegular(e *entry, shown string) (*os.File, error) {
+	if err := checkRegular(e, shown); err != nil {
 		return nil, err
 	}
-	if info.IsDir() {
-		return nil, fmt.Errorf("%s is a directory; use search_files or terminal to list it", shown)
-	}
-	if !info.Mode().IsRegular() {
+	return e.openFile()
+}
+
+func checkRegular(e *entry, shown string) error {
+	switch {
+	case !e.exists():
+		return fmt.Errorf("%s does not exist", shown)
+	case e.info.IsDir():
+		return fmt.Errorf("%s is a directory; use search_files or terminal to list it", shown)
+	case !e.info.Mode().IsRegular():
 		// a FIFO or a device would block the read, or never end
-		return nil, fmt.Errorf("%s is not a regular file (%s); read_file reads files only", shown, info.Mode().Type())
+		return fmt.Errorf("%s is not a regular file (%s); read_file reads files only", shown, e.info.Mode().Type())
 	}
-	return os.Open(path)
+	return nil
 }
 
 func looksBinary(f *os.File) (bool, error) {
@@ -135,33 +137,22 @@ func (s *Service) writeFile(_ context.Context, c *call) outcome {
 	if err := decodeArgs(c.spec.Name, c.spec.Parameters, c.req.GetArguments(), &a); err != nil {
 		return failed(err)
 	}
-	path, err := c.ws.resolve(a.Path)
+	if err := s.checkWriteSize(c, int64(len(a.Content))); err != nil {
+		return failed(err)
+	}
+	e, err := c.ws.resolve(a.Path, true)
 	if err != nil {
 		return failed(err)
 	}
-	if err := writeText(path, a.Content); err != nil {
+	defer e.close()
+	if err := s.writeEntry(c, e, a.Content); err != nil {
 		return failed(fmt.Errorf("write %s: %w", a.Path, err))
 	}
 	lines := strings.Count(a.Content, "\n")
 	if a.Content != "" && !strings.HasSuffix(a.Content, "\n") {
 		lines++
 	}
-	return ok(fmt.Sprintf("wrote %d bytes (%d lines) to %s", len(a.Content), lines, c.ws.rel(path)))
-}
-
-// writeText replaces path's content, keeping its mode when it exists.
-func writeText(path, content string) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
-	}
-	mode := fs.FileMode(0o644)
-	if info, err := os.Stat(path); err == nil {
-		if info.IsDir() {
-			return errors.New("it is a directory")
-		}
-		mode = info.Mode().Perm()
-	}
-	return os.WriteFile(path, []byte(content), mode)
+	return ok(fmt.Sprintf("wrote %d bytes (%d lines) to %s", len(a.Content), lines, e.rel))
 }
 
 type patchArgs struct {
@@ -173,7 +164,7 @@ type patchArgs struct {
 
 // patchLoose applies a patch whose old_string is not in the file as is but
 // matches one of findLoose's looser ways.
-func (s *Service) patchLoose(c *call, path, text string, a patchArgs) outcome {
+func (s *Service) patchLoose(c *call, e *entry, text string, a patchArgs) outcome {
 	m, found := findLoose(text, a.OldString, a.NewString)
 	switch {
 	case !found:
@@ -181,10 +172,10 @@ func (s *Service) patchLoose(c *call, path, text string, a patchArgs) outcome {
 	case len(m.ranges) > 1 && !a.ReplaceAll:
 		return failed(fmt.Errorf("old_string occurs %d times in %s (%s); include more surrounding lines to make it unique, or set replace_all to true", len(m.ranges), a.Path, m.how))
 	}
-	if err := writeText(path, m.apply(text)); err != nil {
+	if err := s.writeEntry(c, e, m.apply(text)); err != nil {
 		return failed(fmt.Errorf("write %s: %w", a.Path, err))
 	}
-	return ok(fmt.Sprintf("replaced %d occurrence(s) in %s (matched %s)", len(m.ranges), c.ws.rel(path), m.how))
+	return ok(fmt.Sprintf("replaced %d occurrence(s) in %s (matched %s)", len(m.ranges), e.rel, m.how))
 }
 
 func (s *Service) patch(_ context.Context, c *call) outcome {
@@ -198,13 +189,22 @@ func (s *Service) patch(_ context.Context, c *call) outcome {
 	if a.OldString == a.NewString {
 		return failed(errors.New("old_string and new_string are identical; nothing to change"))
 	}
-	path, err := c.ws.resolve(a.Path)
+	e, err := c.ws.resolve(a.Path, false)
 	if err != nil {
 		return failed(err)
 	}
-	data, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
+	defer e.close()
+	if !e.exists() {
 		return failed(fmt.Errorf("%s does not exist; use write_file to create it", a.Path))
+	}
+	if err := checkRegular(e, a.Path); err != nil {
+		return failed(err)
+	}
+	limit := s.cfg.Files.MaxWriteBytes
+	data, err := e.readAll(limit)
+	if errors.Is(err, errTooLarge) {
+		return failed(&toolError{status: statusError, correctable: true, msg: fmt.Sprintf(
+			"error: %s is larger than %s, the most one call may write (files.max_write_bytes); patch cannot rewrite it", a.Path, sizeText(limit))})
 	}
 	if err != nil {
 		return failed(fmt.Errorf("read %s: %w", a.Path, err))
@@ -212,14 +212,18 @@ func (s *Service) patch(_ context.Context, c *call) outcome {
 	text := string(data)
 	switch n := strings.Count(text, a.OldString); {
 	case n == 0:
-		return s.patchLoose(c, path, text, a)
+		return s.patchLoose(c, e, text, a)
 	case n > 1 && !a.ReplaceAll:
 		return failed(fmt.Errorf("old_string occurs %d times in %s; include more surrounding lines to make it unique, or set replace_all to true", n, a.Path))
 	default:
+		// The size it would have, before it is made in memory.
+		if err := s.checkWriteSize(c, int64(len(text))+int64(n)*int64(len(a.NewString)-len(a.OldString))); err != nil {
+			return failed(err)
+		}
 		text = strings.ReplaceAll(text, a.OldString, a.NewString)
-		if err := writeText(path, text); err != nil {
+		if err := s.writeEntry(c, e, text); err != nil {
 			return failed(fmt.Errorf("write %s: %w", a.Path, err))
 		}
-		return ok(fmt.Sprintf("replaced %d occurrence(s) in %s", n, c.ws.rel(path)))
+		return ok(fmt.Sprintf("replaced %d occurrence(s) in %s", n, e.rel))
 	}
 }

@@ -80,5 +80,6 @@ func runDirect(s *Service, req *heraldpb.ToolCallRequest, spec toolspec.Spec) ou
 	if c == nil {
 		return o
 	}
+	defer c.ws.close()
 	return c.run(context.Background(), c)
 }

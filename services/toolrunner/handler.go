@@ -52,6 +52,7 @@ func (s *Service) runCall(ctx context.Context, req *heraldpb.ToolCallRequest, de
 		o = settled(ctx, c, o)
 	case c != nil:
 		o = s.execute(ctx, c)
+		c.ws.close()
 		took = time.Since(start)
 	default:
 		took = time.Since(start)
@@ -137,11 +138,10 @@ func (s *Service) prepare(ctx context.Context, req *heraldpb.ToolCallRequest, de
 
 // newCall is req ready to run in its workspace.
 func (s *Service) newCall(req *heraldpb.ToolCallRequest, spec toolspec.Spec, t tool, delivered uint64) (*call, outcome) {
-	ws, err := openWorkspace(s.cfg.WorkspaceRoot, req.GetWorkspace())
+	ws, err := openWorkspace(s.cfg.WorkspaceRoot, req.GetWorkspace(), s.cfg.DataDir)
 	if err != nil {
 		return nil, failed(err)
 	}
-	ws = ws.hiding(s.cfg.DataDir)
 	return &call{req: req, spec: spec, run: t, ws: ws, delivered: delivered}, outcome{}
 }
 

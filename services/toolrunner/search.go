@@ -35,11 +35,12 @@ func (s *Service) searchFiles(ctx context.Context, c *call) outcome {
 	if a.Path == "" {
 		a.Path = "."
 	}
-	dir, err := c.ws.resolve(a.Path)
+	e, err := c.ws.resolve(a.Path, false)
 	if err != nil {
 		return failed(err)
 	}
-	if _, err := os.Stat(dir); err != nil {
+	defer e.close()
+	if !e.exists() {
 		return failed(fmt.Errorf("%s does not exist", a.Path))
 	}
 	byName := a.FileGlob != "" && (a.Pattern == "" || a.Pattern == "*")
@@ -49,44 +50,59 @@ func (s *Service) searchFiles(ctx context.Context, c *call) outcome {
 			return failed(argError(c.spec.Name, c.spec.Parameters, fmt.Sprintf("field \"pattern\" is not a valid regular expression: %v", err)))
 		}
 	}
-	hits, more, err := s.walk(ctx, c.ws, dir, a.FileGlob, re)
+	hits, more, err := s.walk(ctx, c.ws, e, a.FileGlob, re)
 	if err != nil {
 		return failed(err)
 	}
 	return ok(renderHits(hits, more, s.cfg.SearchMaxResults, byName))
 }
 
-// walk visits the files under dir matching glob: with re, each matching line
-// is a hit ("path:line: text"); without, each file is.
-func (s *Service) walk(ctx context.Context, ws workspace, dir, glob string, re *regexp.Regexp) ([]string, bool, error) {
+// walk visits the files at or under e matching glob: with re, each matching
+// line is a hit ("path:line: text"); without, each file is.
+func (s *Service) walk(ctx context.Context, ws workspace, e *entry, glob string, re *regexp.Regexp) ([]string, bool, error) {
 	var hits []string
 	limit := s.cfg.SearchMaxResults
-	errFull := errors.New("full")
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || ctx.Err() != nil {
+	visit := func(dir *os.Root, name, rel string, info fs.FileInfo) error {
+		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		if d.IsDir() {
-			if (skippedDirs[d.Name()] && p != dir) || ws.isHidden(p) {
-				return filepath.SkipDir
+		if info.IsDir() {
+			if skippedDirs[name] {
+				return fs.SkipDir
 			}
 			return nil
 		}
-		rel := ws.rel(p)
-		if !d.Type().IsRegular() || !globMatch(glob, rel) {
+		if !info.Mode().IsRegular() || !globMatch(glob, rel) {
 			return nil
 		}
 		if re == nil {
 			hits = append(hits, rel)
 		} else {
-			hits = append(hits, grepFile(p, rel, re, limit+1-len(hits))...)
+			f := &entry{dir: dir, name: name, rel: rel, info: info}
+			hits = append(hits, grepFile(f, re, limit+1-len(hits))...)
 		}
 		if len(hits) > limit {
-			return errFull
+			return fs.SkipAll
 		}
 		return nil
-	})
-	if err != nil && !errors.Is(err, errFull) {
+	}
+	var err error
+	switch {
+	case !e.info.IsDir():
+		err = visit(e.dir, e.name, e.rel, e.info)
+		if errors.Is(err, fs.SkipAll) {
+			err = nil
+		}
+	case e.name == ".":
+		err = ws.walk(e.dir, e.rel, visit)
+	default:
+		var dir *os.Root
+		if dir, err = openDir(e.dir, e.name, e.info); err == nil {
+			err = ws.walk(dir, e.rel, visit)
+			dir.Close()
+		}
+	}
+	if err != nil {
 		return nil, false, err
 	}
 	more := len(hits) > limit
@@ -107,12 +123,11 @@ func globMatch(glob, rel string) bool {
 	return ok
 }
 
-func grepFile(p, rel string, re *regexp.Regexp, room int) []string {
-	info, err := os.Stat(p)
-	if err != nil || info.Size() > maxSearchFileBytes {
+func grepFile(e *entry, re *regexp.Regexp, room int) []string {
+	if e.info.Size() > maxSearchFileBytes {
 		return nil
 	}
-	data, err := os.ReadFile(p)
+	data, err := e.readAll(maxSearchFileBytes)
 	if err != nil || bytes.IndexByte(data[:min(len(data), 8000)], 0) >= 0 {
 		return nil
 	}
@@ -121,7 +136,7 @@ func grepFile(p, rel string, re *regexp.Regexp, room int) []string {
 	sc.Buffer(make([]byte, 64<<10), maxSearchFileBytes)
 	for n := 1; sc.Scan() && len(out) < room; n++ {
 		if line := sc.Text(); re.MatchString(line) {
-			out = append(out, fmt.Sprintf("%s:%d: %s", rel, n, cutLine(strings.TrimSpace(line))))
+			out = append(out, fmt.Sprintf("%s:%d: %s", e.rel, n, cutLine(strings.TrimSpace(line))))
 		}
 	}
 	return out

@@ -26,6 +26,7 @@ type Service struct {
 	secrets secrets
 	sandbox *Sandbox
 	hooks   *hooks.Client
+	usage   workspaceUsage
 
 	mu      sync.Mutex
 	started bool

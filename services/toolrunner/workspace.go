@@ -2,150 +2,171 @@ package toolrunner
 
 import (
 	"errors"
-
 	"fmt"
-	"github.com/heraldrun/herald/pkg/bus"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/heraldrun/herald/pkg/bus"
+	"github.com/heraldrun/herald/proto"
 )
 
-// workspace is one session's folder; every path a tool touches resolves
-// inside it.
+// workspace is one session's folder, held open: every path a tool touches
+// is resolved inside it by the one confinement primitive of this package
+// (confine.go), never opened by name from the host's root.
 type workspace struct {
-	// root is absolute with every symlink evaluated, so containment checks
-	// compare real locations.
+	// root is the folder's absolute path, every symlink evaluated, as it
+	// was when opened: the working folder of the commands tools run, and
+	// what messages show. Files are never opened through it.
 	root string
-	// hidden are folders inside the workspace its tools do not reach: in
-	// the runner's root, the tenants' folder (an unbound task's tools do not
-	// reach tenants' workspaces); anywhere, the runner's data folder.
-	hidden []string
+	// dir is the folder itself, opened; nil for a workspace only named
+	// (the sandbox's use of contains).
+	dir *os.Root
+	// info is the folder's identity, as opened.
+	info fs.FileInfo
+	// hidden are folders inside the workspace its tools never enter,
+	// known by identity: in the runner's root, the tenants' folder (an
+	// unbound task's tools do not reach tenants' workspaces); anywhere, the
+	// runner's data folder.
+	hidden []fs.FileInfo
+	// hiddenTop are names at the workspace's top its tools never reach,
+	// whatever is there (the tenants' folder in the runner's root).
+	hiddenTop map[string]bool
 }
 
-// openWorkspace returns the folder sub under root, creating it if missing.
-func openWorkspace(root, sub string) (workspace, error) {
-	if strings.HasPrefix(sub, "/") || hasDotDot(sub) {
-		return workspace{}, fmt.Errorf("workspace %q: %w", sub, ErrOutsideWorkspace)
-	}
-	abs, err := filepath.Abs(filepath.Join(root, sub))
+// openWorkspace opens the folder sub under root, creating it if missing.
+// Each folder of sub is opened from the one before it and must be a folder,
+// not a symlink: a task's workspace is where it says, so a symlink cannot
+// take it out of the root, out of its tenant's folder (tenants/<tenant>) or
+// into the tenants' folder or the folders in hide (the runner's data).
+func openWorkspace(root, sub string, hide ...string) (workspace, error) {
+	parts, err := workspaceParts(sub)
 	if err != nil {
-		return workspace{}, fmt.Errorf("workspace: %w", err)
+		return workspace{}, err
 	}
-	if err := os.MkdirAll(abs, 0o755); err != nil {
-		return workspace{}, fmt.Errorf("create workspace: %w", err)
-	}
-	real, err := filepath.EvalSymlinks(abs)
-	if err != nil {
-		return workspace{}, fmt.Errorf("workspace: %w", err)
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		return workspace{}, fmt.Errorf("create workspace root: %w", err)
 	}
 	base, err := filepath.EvalSymlinks(root)
 	if err != nil {
 		return workspace{}, fmt.Errorf("workspace root: %w", err)
 	}
-	// A task's folder that is a symlink out of the root is no workspace.
-	if !(workspace{root: base}).contains(real) {
-		return workspace{}, fmt.Errorf("workspace %q: %w", sub, ErrOutsideWorkspace)
+	w := workspace{root: base}
+	for _, h := range hide {
+		if h == "" {
+			continue
+		}
+		if info, err := os.Stat(h); err == nil && info.IsDir() {
+			w.hidden = append(w.hidden, info)
+		}
 	}
-	w := workspace{root: real}
-	if real == base {
-		w.hidden = []string{filepath.Join(base, bus.TenantsFolder)}
+	dir, err := os.OpenRoot(base)
+	if err != nil {
+		return workspace{}, fmt.Errorf("workspace root: %w", err)
 	}
+	if len(parts) == 0 {
+		// The runner's root: an unbound task's tools never reach the
+		// tenants' folder, which always exists so that nothing else can
+		// take its name.
+		if err := dir.Mkdir(bus.TenantsFolder, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+			dir.Close()
+			return workspace{}, fmt.Errorf("create %s folder: %w", bus.TenantsFolder, err)
+		}
+		if info, err := dir.Lstat(bus.TenantsFolder); err == nil && info.IsDir() {
+			w.hidden = append(w.hidden, info)
+		}
+		w.hiddenTop = map[string]bool{bus.TenantsFolder: true}
+	}
+	for _, part := range parts {
+		child, err := w.enter(dir, part, true)
+		dir.Close()
+		if err != nil {
+			if errors.Is(err, ErrOutsideWorkspace) {
+				return workspace{}, fmt.Errorf("workspace %q: %w", sub, ErrOutsideWorkspace)
+			}
+			return workspace{}, fmt.Errorf("workspace %q: %w", sub, err)
+		}
+		dir = child
+		w.root = filepath.Join(w.root, part)
+	}
+	if w.info, err = dir.Stat("."); err != nil {
+		dir.Close()
+		return workspace{}, fmt.Errorf("workspace %q: %w", sub, err)
+	}
+	w.dir = dir
 	return w, nil
 }
 
-// hiding is w with the folders of paths that lie inside it hidden too.
-func (w workspace) hiding(paths ...string) workspace {
-	out := w
-	out.hidden = append([]string(nil), w.hidden...)
-	for _, p := range paths {
-		if p == "" {
-			continue
-		}
-		abs, err := filepath.Abs(p)
-		if err != nil {
-			continue
-		}
-		if real, err := realPath(abs); err == nil && real != w.root && w.contains(real) {
-			out.hidden = append(out.hidden, real)
+// workspaceParts are the folders of a task's workspace under the runner's
+// root. A workspace in the tenants' folder is a tenant's: tenants/<tenant>,
+// or a folder in it.
+func workspaceParts(sub string) ([]string, error) {
+	refuse := fmt.Errorf("workspace %q: %w", sub, ErrOutsideWorkspace)
+	if strings.HasPrefix(sub, "/") || hasDotDot(sub) {
+		return nil, refuse
+	}
+	var parts []string
+	for _, p := range strings.Split(filepath.ToSlash(filepath.Clean("/" + sub))[1:], "/") {
+		if p != "" {
+			parts = append(parts, p)
 		}
 	}
-	return out
+	if len(parts) > 0 && parts[0] == bus.TenantsFolder && (len(parts) < 2 || !proto.IsToken(parts[1])) {
+		return nil, refuse
+	}
+	return parts, nil
 }
 
-// resolve turns a path given by the model into an absolute path inside the
-// workspace. It refuses '..' escapes, absolute paths elsewhere and symlinks
-// (anywhere along the path) that lead out.
-func (w workspace) resolve(p string) (string, error) {
-	if strings.TrimSpace(p) == "" {
-		return "", &toolError{status: statusError, msg: "path must not be empty"}
+// enter opens the folder name in dir, creating it when create is set; a
+// symlink, a hidden folder or anything but a folder is refused.
+func (w workspace) enter(dir *os.Root, name string, create bool) (*os.Root, error) {
+	info, err := dir.Lstat(name)
+	if errors.Is(err, fs.ErrNotExist) && create {
+		if err := dir.Mkdir(name, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+			return nil, err
+		}
+		info, err = dir.Lstat(name)
 	}
-	abs := p
-	if !filepath.IsAbs(p) {
-		abs = filepath.Join(w.root, p)
+	switch {
+	case err != nil:
+		return nil, err
+	case info.Mode()&fs.ModeSymlink != 0:
+		return nil, fmt.Errorf("%s is a symlink: %w", name, ErrOutsideWorkspace)
+	case !info.IsDir():
+		return nil, fmt.Errorf("%s is not a folder", name)
+	case w.isHidden(info):
+		return nil, ErrOutsideWorkspace
 	}
-	abs = filepath.Clean(abs)
-	if !w.contains(abs) {
-		return "", w.outside(p)
+	return openDir(dir, name, info)
+}
+
+// close lets go of the workspace folder.
+func (w workspace) close() {
+	if w.dir != nil {
+		_ = w.dir.Close()
 	}
-	real, err := realPath(abs)
-	if err != nil {
-		return "", fmt.Errorf("resolve %s: %w", p, err)
-	}
-	if !w.contains(real) || w.isHidden(real) {
-		return "", w.outside(p)
-	}
-	return real, nil
 }
 
 func (w workspace) outside(p string) error {
 	return fmt.Errorf("%q: %w (%s); use a path relative to the workspace", p, ErrOutsideWorkspace, w.root)
 }
 
-func (w workspace) isHidden(abs string) bool {
+// isHidden reports whether the folder info is one the tools never enter.
+func (w workspace) isHidden(info fs.FileInfo) bool {
 	for _, h := range w.hidden {
-		if (workspace{root: h}).contains(abs) {
+		if os.SameFile(h, info) {
 			return true
 		}
 	}
 	return false
 }
 
+// contains reports whether the absolute path abs names the workspace or
+// something in it, by name only (the sandbox's folders).
 func (w workspace) contains(abs string) bool {
 	rel, err := filepath.Rel(w.root, abs)
 	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
-}
-
-// rel is abs relative to the root, for messages the model reads.
-func (w workspace) rel(abs string) string {
-	if r, err := filepath.Rel(w.root, abs); err == nil {
-		return r
-	}
-	return abs
-}
-
-// realPath evaluates the symlinks of the deepest existing ancestor of abs
-// and appends the part that does not exist yet.
-func realPath(abs string) (string, error) {
-	existing, rest := abs, ""
-	for {
-		if _, err := os.Lstat(existing); err == nil {
-			break
-		} else if !errors.Is(err, fs.ErrNotExist) {
-			return "", err
-		}
-		parent := filepath.Dir(existing)
-		if parent == existing {
-			break
-		}
-		rest = filepath.Join(filepath.Base(existing), rest)
-		existing = parent
-	}
-	real, err := filepath.EvalSymlinks(existing)
-	if err != nil {
-		return "", err
-	}
-	return filepath.Join(real, rest), nil
 }
 
 func hasDotDot(p string) bool {
