@@ -17,5 +17,6 @@ run -bench 'BenchmarkConcurrentSessions' -benchtime 1x -timeout 30m ./services/h
 run -bench 'BenchmarkSustainedLoad' -benchtime 1x -timeout 30m ./services/herald/e2e/
 run -bench 'BenchmarkGatewayAddedLatency' ./services/gateway/
 run -bench 'BenchmarkRunnersScaleOut' -benchtime 1x -timeout 20m ./services/toolrunner/
+run -bench 'BenchmarkFileTools' -count 5 ./services/toolrunner/   # confined file access per call (issue 26)
 run -bench . ./services/memory/ ./services/compressor/
 run -bench . -benchtime 1x -timeout 30m ./services/accounting/

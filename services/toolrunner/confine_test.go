@@ -3,6 +3,9 @@ package toolrunner
 import (
 	"encoding/json"
 	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -12,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/heraldrun/herald/pkg/config"
 	"github.com/heraldrun/herald/pkg/toolspec"
 	"github.com/heraldrun/herald/proto/heraldpb"
 	"github.com/stretchr/testify/require"
@@ -302,6 +306,12 @@ func TestTenantWorkspaceSymlinkToAnotherTenantIsRefused(t *testing.T) {
 			}
 		})
 	}
+	// Nor is another tenant's folder named outright.
+	req := h.request("read_file", map[string]any{"path": "secret.txt"})
+	req.Tenant, req.Workspace = "acme", "tenants/globex"
+	res := h.run(req)
+	require.Equal(t, "denied", res.GetStatus(), res.GetContent())
+	require.NotContains(t, res.GetContent(), "TOP-SECRET")
 	v.untouched(t)
 
 	// Inside its own folder, a tenant's workspace symlinks stay fine as
@@ -309,7 +319,7 @@ func TestTenantWorkspaceSymlinkToAnotherTenantIsRefused(t *testing.T) {
 	require.NoError(t, os.MkdirAll(filepath.Join(acme, "proj", "docs"), 0o755))
 	require.NoError(t, os.WriteFile(filepath.Join(acme, "proj", "docs", "guide.md"), []byte("the guide"), 0o644))
 	require.NoError(t, os.Symlink("docs/guide.md", filepath.Join(acme, "proj", "README.md")))
-	req := h.request("read_file", map[string]any{"path": "README.md"})
+	req = h.request("read_file", map[string]any{"path": "README.md"})
 	req.Workspace = "tenants/acme/proj"
 	require.Contains(t, h.run(req).GetContent(), "the guide")
 }
@@ -410,4 +420,57 @@ func TestPatchCannotBlowAFileUpPastTheDefaultLimit(t *testing.T) {
 	info, err := os.Stat(file)
 	require.NoError(t, err)
 	require.Equal(t, int64(1<<20), info.Size())
+}
+
+// No tool opens a workspace path by name: the file tools, search and the
+// size measure reach files only through the workspace's opened folder
+// (confine.go). Calls by name remain only where the path is the runner's
+// own (its configured root and data folder, the checkpoint folders).
+func TestWorkspaceFilesAreNeverOpenedByName(t *testing.T) {
+	byName := map[string]bool{}
+	for _, f := range []string{"Open", "OpenFile", "OpenInRoot", "ReadFile", "WriteFile", "Create", "Stat", "Lstat", "Mkdir", "MkdirAll",
+		"Remove", "RemoveAll", "Rename", "Readlink", "Symlink", "Link", "ReadDir", "Chmod", "Chown", "Truncate", "OpenRoot", "DirFS"} {
+		byName["os."+f] = true
+	}
+	for _, f := range []string{"EvalSymlinks", "WalkDir", "Walk", "Glob"} {
+		byName["filepath."+f] = true
+	}
+	// file: the functions allowed to name paths, and what they name.
+	allowed := map[string]map[string]bool{
+		"files.go": {}, "search.go": {}, "confine.go": {}, "sizes.go": {},
+		// the runner's configured root and data folder
+		"workspace.go": {"openWorkspace": true},
+		// the checkpoint folders, the runner's own
+		"checkpoint.go": {"checkpoint": true, "snapshot": true, "copyOut": true, "copyTo": true, "ListCheckpoints": true, "copyIn": true},
+	}
+	fset := token.NewFileSet()
+	for file, funcs := range allowed {
+		f, err := parser.ParseFile(fset, file, nil, 0)
+		require.NoError(t, err)
+		for _, decl := range f.Decls {
+			fn, ok := decl.(*ast.FuncDecl)
+			if !ok || funcs[fn.Name.Name] {
+				continue
+			}
+			ast.Inspect(fn, func(n ast.Node) bool {
+				sel, ok := n.(*ast.SelectorExpr)
+				if !ok {
+					return true
+				}
+				if pkg, ok := sel.X.(*ast.Ident); ok && byName[pkg.Name+"."+sel.Sel.Name] {
+					t.Errorf("%s: %s calls %s.%s on a path by name; go through the workspace's folder (confine.go)",
+						fset.Position(sel.Pos()), fn.Name.Name, pkg.Name, sel.Sel.Name)
+				}
+				return true
+			})
+		}
+	}
+}
+
+func TestFileLimitsComeFromHeraldConfig(t *testing.T) {
+	c := config.Default()
+	cfg := ConfigFrom(c)
+	require.Equal(t, FileLimits{MaxWriteBytes: 64 << 20, MaxWorkspaceBytes: 2 << 30}, cfg.Files, "the defaults")
+	c.Files = config.Files{MaxWriteBytes: 1 << 20, MaxWorkspaceBytes: 5 << 30}
+	require.Equal(t, FileLimits{MaxWriteBytes: 1 << 20, MaxWorkspaceBytes: 5 << 30}, ConfigFrom(c).Files)
 }

@@ -138,6 +138,10 @@ func (s *Service) prepare(ctx context.Context, req *heraldpb.ToolCallRequest, de
 
 // newCall is req ready to run in its workspace.
 func (s *Service) newCall(req *heraldpb.ToolCallRequest, spec toolspec.Spec, t tool, delivered uint64) (*call, outcome) {
+	// A workspace in the tenants' folder is the call's own tenant's only.
+	if parts, err := workspaceParts(req.GetWorkspace()); err == nil && len(parts) > 1 && parts[0] == bus.TenantsFolder && parts[1] != req.GetTenant() {
+		return nil, failed(fmt.Errorf("workspace %q: %w (a call of tenant %q)", req.GetWorkspace(), ErrOutsideWorkspace, req.GetTenant()))
+	}
 	ws, err := openWorkspace(s.cfg.WorkspaceRoot, req.GetWorkspace(), s.cfg.DataDir)
 	if err != nil {
 		return nil, failed(err)
