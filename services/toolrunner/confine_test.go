@@ -68,6 +68,9 @@ func TestExecuteCodeRacingSymlinkSwapsGetsNothingOutside(t *testing.T) {
 		// The racing calls fail often (a patch whose text the swap hid);
 		// the breaker would stop the attack, not the confinement.
 		c.BreakerThreshold = 1 << 30
+		// Whether a program that makes symlinks needs approval is the
+		// approval policy's question; this test asks the confinement's.
+		c.ApprovalsMode = ApprovalsOff
 	})
 	v := plantVictims(t, h.cfg.WorkspaceRoot)
 	ws := filepath.Join(h.cfg.WorkspaceRoot, "tenants", "acme", "proj")
@@ -242,8 +245,12 @@ func TestFileToolsHoldAgainstSymlinkSwapRaces(t *testing.T) {
 				}
 				if g == 0 {
 					// A checkpoint per round: snapshot copies the workspace.
-					req := &heraldpb.ToolCallRequest{SessionId: h.sid, Step: int32(n.Load()), Workspace: "tenants/acme/proj"}
-					c, _ := h.svc.newCall(req, toolspec.Spec{Name: "write_file"}, nil, 1)
+					req := &heraldpb.ToolCallRequest{SessionId: h.sid, Tenant: "acme", Step: int32(n.Load()), Workspace: "tenants/acme/proj"}
+					c, o := h.svc.newCall(req, toolspec.Spec{Name: "write_file"}, nil, 1)
+					if c == nil {
+						t.Errorf("workspace: %s", o.content)
+						return
+					}
 					h.svc.checkpoint(c)
 					c.ws.close()
 				}
