@@ -70,6 +70,9 @@ type entry struct {
 	// info is what Lstat found there; nil when nothing is there.
 	info fs.FileInfo
 	own  bool
+	// made resolves the path again, making the missing folders on the
+	// way; set when dir is nil.
+	made func() (*entry, error)
 }
 
 // close lets go of the entry's folder (not of the workspace's own).
@@ -137,6 +140,7 @@ func (w workspace) resolve(p string, mkdirs bool) (*entry, error) {
 			if !last {
 				e.close()
 				e.dir, e.own = nil, false
+				e.made = func() (*entry, error) { return w.resolve(p, true) }
 			}
 			return e, nil
 		case err != nil:

@@ -397,6 +397,9 @@ func TestFileSizeLimits(t *testing.T) {
 	require.Contains(t, res.GetContent(), "the workspace would hold 2600 bytes")
 	require.Contains(t, res.GetContent(), "files.max_workspace_bytes")
 	require.NoFileExists(t, filepath.Join(root, "c.txt"))
+	res = h.call("write_file", map[string]any{"path": "more/c.txt", "content": strings.Repeat("c", 600)})
+	require.Contains(t, res.GetContent(), "files.max_workspace_bytes")
+	require.NoDirExists(t, filepath.Join(root, "more"), "nothing was made")
 	// Replacing a file counts what it frees.
 	require.Equal(t, "ok", h.call("write_file", map[string]any{"path": "b.txt", "content": strings.Repeat("b", 900)}).GetStatus())
 	require.Equal(t, "ok", h.call("write_file", map[string]any{"path": "c.txt", "content": strings.Repeat("c", 500)}).GetStatus())
@@ -480,4 +483,66 @@ func TestFileLimitsComeFromHeraldConfig(t *testing.T) {
 	require.Equal(t, FileLimits{MaxWriteBytes: 64 << 20, MaxWorkspaceBytes: 2 << 30}, cfg.Files, "the defaults")
 	c.Files = config.Files{MaxWriteBytes: 1 << 20, MaxWorkspaceBytes: 5 << 30}
 	require.Equal(t, FileLimits{MaxWriteBytes: 1 << 20, MaxWorkspaceBytes: 5 << 30}, ConfigFrom(c).Files)
+}
+
+// The hidden folders hold under the same race: at the runner's root, an
+// untenanted task's folder and file swapped for symlinks into the tenants'
+// folder and into the runner's data folder (where the swap's target is
+// inside the workspace, so only the hidden-folder check stands between).
+func TestHiddenFoldersHoldAgainstSymlinkSwapRaces(t *testing.T) {
+	root := t.TempDir()
+	data := filepath.Join(root, ".herald")
+	h := newHarness(t, func(c *Config) { c.WorkspaceRoot, c.DataDir = root, data })
+	plans := filepath.Join(root, "tenants", "acme", "plans.txt")
+	store := filepath.Join(data, "store.txt")
+	for _, f := range []string{plans, store} {
+		require.NoError(t, os.MkdirAll(filepath.Dir(f), 0o755))
+		require.NoError(t, os.WriteFile(f, []byte("HIDDEN decoy-a\n"), 0o644))
+	}
+	d, f := filepath.Join(root, "d"), filepath.Join(root, "f.txt")
+	require.NoError(t, os.MkdirAll(d, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(d, "plans.txt"), []byte("decoy-a\n"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(d, "store.txt"), []byte("decoy-a\n"), 0o644))
+	require.NoError(t, os.WriteFile(f, []byte("decoy-a\n"), 0o644))
+	require.NoError(t, os.Symlink("tenants/acme", d+".tenant"))
+	require.NoError(t, os.Symlink(".herald", d+".data"))
+	require.NoError(t, os.Symlink("tenants/acme/plans.txt", f+".tenant"))
+	require.NoError(t, os.Symlink(".herald/store.txt", f+".data"))
+	stop := make(chan struct{})
+	rounds := swapLoop(t, stop, [][2]string{{d, d + ".tenant"}, {d, d + ".data"}, {f, f + ".tenant"}, {f, f + ".data"}})
+
+	calls := []struct {
+		tool string
+		args any
+	}{
+		{"read_file", map[string]any{"path": "d/plans.txt"}},
+		{"read_file", map[string]any{"path": "d/store.txt"}},
+		{"read_file", map[string]any{"path": "f.txt"}},
+		{"write_file", map[string]any{"path": "d/pwned.txt", "content": "PWNED"}},
+		{"patch", map[string]any{"path": "d/plans.txt", "old_string": "decoy-a", "new_string": "decoy-b"}},
+		{"patch", map[string]any{"path": "d/plans.txt", "old_string": "decoy-b", "new_string": "decoy-a"}},
+		{"patch", map[string]any{"path": "d/store.txt", "old_string": "decoy-a", "new_string": "decoy-b"}},
+		{"patch", map[string]any{"path": "d/store.txt", "old_string": "decoy-b", "new_string": "decoy-a"}},
+		{"search_files", map[string]any{"pattern": "HIDDEN|decoy", "path": "d"}},
+	}
+	var n, worked atomic.Int64
+	for end := time.Now().Add(3 * time.Second); time.Now().Before(end) || n.Load() < 2000; {
+		for _, c := range calls {
+			o := direct(h, "", c.tool, c.args)
+			n.Add(1)
+			if !o.isError() {
+				worked.Add(1)
+			}
+			require.NotContains(t, o.content, "HIDDEN", "%s %v", c.tool, c.args)
+		}
+	}
+	close(stop)
+	t.Logf("%d calls (%d worked) during %d rounds of swaps", n.Load(), worked.Load(), rounds())
+	require.Positive(t, worked.Load())
+	for _, f := range []string{plans, store} {
+		require.Equal(t, "HIDDEN decoy-a\n", string(must(os.ReadFile(f))), f)
+		entries, err := os.ReadDir(filepath.Dir(f))
+		require.NoError(t, err)
+		require.Len(t, entries, 1, "nothing was written beside %s", f)
+	}
 }

@@ -140,7 +140,8 @@ func (s *Service) writeFile(_ context.Context, c *call) outcome {
 	if err := s.checkWriteSize(c, int64(len(a.Content))); err != nil {
 		return failed(err)
 	}
-	e, err := c.ws.resolve(a.Path, true)
+	// Folders on the way are made once the write may go ahead.
+	e, err := c.ws.resolve(a.Path, false)
 	if err != nil {
 		return failed(err)
 	}

@@ -104,6 +104,14 @@ func (s *Service) writeEntry(c *call, e *entry, content string) error {
 			"error: %s refused: the workspace would hold %s, over its cap of %s (files.max_workspace_bytes); nothing was written. Delete files it no longer needs first.",
 			c.spec.Name, sizeText(u.bytes-old+n), sizeText(limit))}
 	}
+	if e.dir == nil && e.made != nil {
+		made, err := e.made()
+		if err != nil {
+			return err
+		}
+		defer made.close()
+		e = made
+	}
 	if err := e.write([]byte(content)); err != nil {
 		return err
 	}
