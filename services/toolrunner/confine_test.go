@@ -546,3 +546,47 @@ func TestHiddenFoldersHoldAgainstSymlinkSwapRaces(t *testing.T) {
 		require.Len(t, entries, 1, "nothing was written beside %s", f)
 	}
 }
+
+// A checkpoint of the runner's root neither copies nor, on rollback,
+// removes what its tools never reach: the tenants' workspaces and the
+// runner's data folder; a symlink in it is kept as a link, never followed.
+func TestCheckpointOfTheRootLeavesHiddenFoldersAlone(t *testing.T) {
+	root := t.TempDir()
+	data := filepath.Join(root, ".herald")
+	h := newHarness(t, func(c *Config) {
+		c.WorkspaceRoot, c.DataDir, c.Checkpoints = root, data, true
+		c.CheckpointDir = filepath.Join(data, "checkpoints")
+	})
+	v := plantVictims(t, root)
+	plans := filepath.Join(root, "tenants", "acme", "plans.txt")
+	store := filepath.Join(data, "store.txt")
+	for _, f := range []string{plans, store} {
+		require.NoError(t, os.MkdirAll(filepath.Dir(f), 0o755))
+		require.NoError(t, os.WriteFile(f, []byte("kept"), 0o644))
+	}
+	require.NoError(t, os.Symlink(v.host, filepath.Join(root, "host")))
+	require.NoError(t, os.WriteFile(filepath.Join(root, "a.txt"), []byte("v1"), 0o644))
+
+	req := h.request("write_file", map[string]any{"path": "a.txt", "content": "v2"})
+	req.Tenant = ""
+	require.Equal(t, "ok", h.run(req).GetStatus())
+	cps, err := ListCheckpoints(h.cfg, h.sid)
+	require.NoError(t, err)
+	require.Len(t, cps, 1)
+	require.NoError(t, filepath.WalkDir(filepath.Join(h.cfg.CheckpointDir), func(p string, e fs.DirEntry, err error) error {
+		if err == nil && e.Type().IsRegular() {
+			require.NotContains(t, []string{"kept", secretText}, string(must(os.ReadFile(p))), "%s was copied", p)
+		}
+		return err
+	}))
+
+	_, err = Rollback(h.cfg, h.sid, "", "")
+	require.NoError(t, err)
+	require.Equal(t, "v1", string(must(os.ReadFile(filepath.Join(root, "a.txt")))))
+	require.Equal(t, "kept", string(must(os.ReadFile(plans))), "the tenants' folder survived the rollback")
+	require.Equal(t, "kept", string(must(os.ReadFile(store))), "the data folder survived the rollback")
+	link, err := os.Readlink(filepath.Join(root, "host"))
+	require.NoError(t, err)
+	require.Equal(t, v.host, link)
+	v.untouched(t)
+}
