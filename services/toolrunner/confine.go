@@ -104,87 +104,131 @@ func (w workspace) resolve(p string, mkdirs bool) (*entry, error) {
 	if rel == ".." || strings.HasPrefix(rel, "../") {
 		return nil, w.outside(p)
 	}
-	parts := splitRel(rel)
-	if len(parts) == 0 {
-		info, err := w.dir.Stat(".")
-		if err != nil {
-			return nil, err
-		}
-		return &entry{dir: w.dir, name: ".", rel: ".", info: info}, nil
-	}
-	dir, own, at := w.dir, false, []string{}
-	done := func(e *entry, err error) (*entry, error) {
-		if err != nil && own {
-			dir.Close()
-		}
+	r := &resolution{w: w, path: p, mkdirs: mkdirs, dir: w.dir}
+	e, err := r.run(splitRel(rel))
+	if err != nil {
+		r.release()
 		if errors.Is(err, ErrOutsideWorkspace) {
 			return nil, w.outside(p)
 		}
-		return e, err
+		return nil, err
 	}
-	for links, i := 0, 0; i < len(parts); {
+	return e, nil
+}
+
+// resolution is one resolve under way: the folder reached so far, held
+// open, and its path in the workspace.
+type resolution struct {
+	w      workspace
+	path   string // as the model gave it, for messages
+	mkdirs bool
+	dir    *os.Root
+	own    bool // dir is not the workspace's: release closes it
+	at     []string
+	links  int
+}
+
+// run resolves parts from the folder reached, one name at a time.
+func (r *resolution) run(parts []string) (*entry, error) {
+	if len(parts) == 0 {
+		info, err := r.w.dir.Stat(".")
+		return &entry{dir: r.w.dir, name: ".", rel: ".", info: info}, err
+	}
+	for i := 0; i < len(parts); i++ {
 		name, last := parts[i], i == len(parts)-1
-		if len(at) == 0 && w.hiddenTop[name] {
-			return done(nil, ErrOutsideWorkspace)
+		if len(r.at) == 0 && r.w.hiddenTop[name] {
+			return nil, ErrOutsideWorkspace
 		}
-		info, err := dir.Lstat(name)
-		if errors.Is(err, fs.ErrNotExist) && !last && mkdirs {
-			if err := dir.Mkdir(name, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
-				return done(nil, err)
-			}
-			info, err = dir.Lstat(name)
-		}
+		info, err := r.lstat(name, last)
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
-			e := &entry{dir: dir, name: name, rel: path.Join(append(at, parts[i:]...)...), own: own}
-			if !last {
-				e.close()
-				e.dir, e.own = nil, false
-				e.made = func() (*entry, error) { return w.resolve(p, true) }
-			}
-			return e, nil
+			return r.missing(parts[i:]), nil
 		case err != nil:
-			return done(nil, err)
+			return nil, err
 		case info.Mode()&fs.ModeSymlink != 0:
-			if links++; links > maxSymlinks {
-				return done(nil, fmt.Errorf("%s: too many symlinks", p))
-			}
-			target, err := dir.Readlink(name)
-			if err != nil {
-				return done(nil, err)
-			}
-			to, ok := w.linkTarget(at, target)
-			if !ok {
-				return done(nil, ErrOutsideWorkspace)
-			}
-			// From the top again, along the symlink's target.
-			parts = slices.Concat(splitRel(to), parts[i+1:])
-			if own {
-				dir.Close()
-			}
-			dir, own, at, i = w.dir, false, []string{}, 0
-			if len(parts) == 0 {
-				info, err := w.dir.Stat(".")
-				return done(&entry{dir: w.dir, name: ".", rel: ".", info: info}, err)
-			}
-		case info.IsDir() && w.isHidden(info):
-			return done(nil, ErrOutsideWorkspace)
+			return r.follow(name, parts[i+1:])
+		case info.IsDir() && r.w.isHidden(info):
+			return nil, ErrOutsideWorkspace
 		case last:
-			return &entry{dir: dir, name: name, rel: path.Join(append(at, name)...), info: info, own: own}, nil
+			return &entry{dir: r.dir, name: name, rel: r.rel(name), info: info, own: r.own}, nil
 		case !info.IsDir():
-			return done(nil, fmt.Errorf("%s: %s is not a folder", p, path.Join(append(at, name)...)))
-		default:
-			child, err := openDir(dir, name, info)
-			if err != nil {
-				return done(nil, err)
-			}
-			if own {
-				dir.Close()
-			}
-			dir, own, at, i = child, true, append(at, name), i+1
+			return nil, fmt.Errorf("%s: %s is not a folder", r.path, r.rel(name))
+		}
+		if err := r.enter(name, info); err != nil {
+			return nil, err
 		}
 	}
-	return nil, w.outside(p) // not reached: the loop returns at the last part
+	return nil, ErrOutsideWorkspace // not reached: the loop returns at the last name
+}
+
+// lstat looks at name in the folder reached; a missing folder on the way
+// is made when the resolution makes folders.
+func (r *resolution) lstat(name string, last bool) (fs.FileInfo, error) {
+	info, err := r.dir.Lstat(name)
+	if !errors.Is(err, fs.ErrNotExist) || last || !r.mkdirs {
+		return info, err
+	}
+	if err := r.dir.Mkdir(name, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+		return nil, err
+	}
+	return r.dir.Lstat(name)
+}
+
+// missing is the entry of a path whose rest does not exist: the last name
+// in the folder reached, or, when a folder on the way is missing, nowhere
+// yet (made makes the folders once a write may go ahead).
+func (r *resolution) missing(rest []string) *entry {
+	e := &entry{dir: r.dir, name: rest[0], rel: r.rel(rest...), own: r.own}
+	if len(rest) > 1 {
+		r.release()
+		w, p := r.w, r.path
+		e.dir, e.own, e.made = nil, false, func() (*entry, error) { return w.resolve(p, true) }
+	}
+	r.own = false
+	return e
+}
+
+// enter moves into the folder name, which Lstat saw as info.
+func (r *resolution) enter(name string, info fs.FileInfo) error {
+	child, err := openDir(r.dir, name, info)
+	if err != nil {
+		return err
+	}
+	r.release()
+	r.dir, r.own, r.at = child, true, append(r.at, name)
+	return nil
+}
+
+// follow reads the symlink name and resolves its target, then rest, from
+// the workspace's top again.
+func (r *resolution) follow(name string, rest []string) (*entry, error) {
+	if r.links++; r.links > maxSymlinks {
+		return nil, fmt.Errorf("%s: too many symlinks", r.path)
+	}
+	target, err := r.dir.Readlink(name)
+	if err != nil {
+		return nil, err
+	}
+	to, ok := r.w.linkTarget(r.at, target)
+	if !ok {
+		return nil, ErrOutsideWorkspace
+	}
+	r.release()
+	r.dir, r.own, r.at = r.w.dir, false, nil
+	return r.run(slices.Concat(splitRel(to), rest))
+}
+
+// release lets go of the folder reached, unless it is the workspace's.
+func (r *resolution) release() {
+	if r.own {
+		_ = r.dir.Close()
+		r.own = false
+	}
+}
+
+// rel is the path in the workspace of names under the folder reached.
+func (r *resolution) rel(names ...string) string {
+	return path.Join(slices.Concat(r.at, names)...)
 }
 
 // linkTarget is where a symlink found in folder at (a path in the

@@ -590,3 +590,19 @@ func TestCheckpointOfTheRootLeavesHiddenFoldersAlone(t *testing.T) {
 	require.Equal(t, v.host, link)
 	v.untouched(t)
 }
+
+func TestSymlinkLoopsAndFifosEndInAnError(t *testing.T) {
+	h := newHarness(t)
+	root := h.cfg.WorkspaceRoot
+	require.NoError(t, os.Symlink("b", filepath.Join(root, "a")))
+	require.NoError(t, os.Symlink("a", filepath.Join(root, "b")))
+	require.NoError(t, unix.Mkfifo(filepath.Join(root, "pipe"), 0o644))
+	res := h.call("read_file", map[string]any{"path": "a/x.txt"})
+	require.Equal(t, "error", res.GetStatus())
+	require.Contains(t, res.GetContent(), "too many symlinks")
+	res = h.call("read_file", map[string]any{"path": "pipe"})
+	require.Equal(t, "error", res.GetStatus())
+	require.Contains(t, res.GetContent(), "is not a regular file")
+	res = h.call("patch", map[string]any{"path": "pipe", "old_string": "a", "new_string": "b"})
+	require.Contains(t, res.GetContent(), "is not a regular file")
+}
