@@ -120,7 +120,7 @@ type Files struct {
 	// MaxWriteBytes is the largest file one call may leave (default 64 MiB).
 	MaxWriteBytes int64 `yaml:"max_write_bytes"`
 	// MaxWorkspaceBytes caps what a workspace's files may hold after a
-	// call (default 2 GiB).
+	// call that grows them (default 2 GiB).
 	MaxWorkspaceBytes int64 `yaml:"max_workspace_bytes"`
 }
 

@@ -78,7 +78,9 @@ type Config struct {
 type FileLimits struct {
 	// MaxWriteBytes is the largest file one call may leave.
 	MaxWriteBytes int64
-	// MaxWorkspaceBytes caps what a workspace's files may hold after a call.
+	// MaxWorkspaceBytes caps what a workspace's files may hold after a
+	// call that grows them (measured at most every usageTTL; the file
+	// tools' own writes are counted as they are made).
 	MaxWorkspaceBytes int64
 }
 

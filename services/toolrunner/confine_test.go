@@ -403,6 +403,22 @@ func TestFileSizeLimits(t *testing.T) {
 	// Replacing a file counts what it frees.
 	require.Equal(t, "ok", h.call("write_file", map[string]any{"path": "b.txt", "content": strings.Repeat("b", 900)}).GetStatus())
 	require.Equal(t, "ok", h.call("write_file", map[string]any{"path": "c.txt", "content": strings.Repeat("c", 500)}).GetStatus())
+	// A workspace over its cap (a command wrote it) may still be edited
+	// down, not up.
+	other := filepath.Join(root, "other")
+	require.NoError(t, os.MkdirAll(other, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(other, "log.txt"), []byte(strings.Repeat("l", 5000)), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(other, "b.txt"), []byte("keep "+strings.Repeat("b", 995)), 0o644))
+	inOther := func(tool string, args map[string]any) *heraldpb.ToolResult {
+		req := h.request(tool, args)
+		req.Workspace = "other"
+		return h.run(req)
+	}
+	res = inOther("write_file", map[string]any{"path": "b.txt", "content": "keep"})
+	require.Equal(t, "ok", res.GetStatus(), res.GetContent())
+	res = inOther("patch", map[string]any{"path": "b.txt", "old_string": "keep", "new_string": "keep more"})
+	require.Contains(t, res.GetContent(), "files.max_workspace_bytes")
+	require.Equal(t, "keep", string(must(os.ReadFile(filepath.Join(other, "b.txt")))))
 
 	// From a program too, and the limit is the tool's error there.
 	res = h.code(`

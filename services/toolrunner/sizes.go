@@ -99,7 +99,9 @@ func (s *Service) writeEntry(c *call, e *entry, content string) error {
 	if e.info != nil && e.info.Mode().IsRegular() {
 		old = e.info.Size()
 	}
-	if limit := s.cfg.Files.MaxWorkspaceBytes; u.bytes-old+n > limit {
+	// A write that does not grow the workspace may go ahead even over the
+	// cap (it may be what brings it back under).
+	if limit := s.cfg.Files.MaxWorkspaceBytes; n > old && u.bytes-old+n > limit {
 		return &toolError{status: statusError, correctable: true, msg: fmt.Sprintf(
 			"error: %s refused: the workspace would hold %s, over its cap of %s (files.max_workspace_bytes); nothing was written. Delete files it no longer needs first.",
 			c.spec.Name, sizeText(u.bytes-old+n), sizeText(limit))}
