@@ -60,20 +60,18 @@ func (sb *Sandbox) ServerCommand(srv config.MCPServer, dir string, env []string)
 			own.cfg.ReadOnly = append(own.cfg.ReadOnly, f)
 		}
 	}
+	sb.handOver(dir)
 	argv := own.bwrapArgs(dir)
 	// The limits are set by the shell, which then becomes the server.
 	argv = append(append(argv, "--", "bash", "-c", own.limitPrefix()+`exec "$0" "$@"`, program), srv.Args...)
-	release := func() {}
-	if sb.limits != nil {
-		join, done, err := sb.limits.open()
-		if err != nil {
-			return nil, nil, fmt.Errorf("sandbox limits: %w", err)
-		}
-		argv, release = join(argv), done
+	argv, release, err := sb.limit(argv)
+	if err != nil {
+		return nil, nil, err
 	}
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir, cmd.Env = dir, env
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = sb.procAttr()
+	cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
 	return cmd, release, nil
 }
 

@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/heraldrun/herald/pkg/bus"
@@ -19,17 +22,43 @@ import (
 // rather than run commands unconfined without being told to.
 var ErrNoSandbox = errors.New("the command sandbox (bwrap) cannot start")
 
-// sandboxUID is who a command runs as inside the sandbox when the runner is
-// root: not root, so it holds no capability and cannot raise its limits.
+// sandboxUID is who a command is inside the sandbox when the runner is
+// root. On the host it is sandbox.uid (nobody unless configured): never
+// root, so it holds no capability, cannot raise its limits and reads only
+// what any unprivileged user may read.
 const sandboxUID = "1000"
 
-// etcFiles are the only files of /etc a sandboxed command sees: what the C
-// library, the shell, TLS and git look up.
+// etcFiles are the only paths of /etc a sandboxed command sees: what the C
+// library, the shell, TLS (the CA certificates, not /etc/ssl/private), git,
+// Python and Node look up. Nothing else of /etc is there: no shadow, no
+// private key, no host credentials.
 var etcFiles = []string{
 	"passwd", "group", "nsswitch.conf", "hosts", "host.conf", "resolv.conf", "gai.conf", "services", "protocols",
 	"ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "timezone", "alternatives", "mime.types",
-	"ssl", "ca-certificates", "ca-certificates.conf", "gitconfig", "inputrc", "bash.bashrc", "profile",
+	"ssl/certs", "ssl/openssl.cnf", "ca-certificates", "ca-certificates.conf", "pki/tls/certs", "pki/ca-trust/extracted",
+	"gitconfig", "inputrc", "bash.bashrc", "profile", "os-release", "environment", "python3", "npmrc",
 }
+
+// rootWrapper is how a root runner starts bwrap: as root, in a mount
+// namespace of its own (the runner makes it), it mounts a tmpfs on the
+// stage folder and binds there each host path the command is to see
+// beyond the system folders (its workspace, the read_only paths), then
+// becomes the sandbox user (setpriv) and runs bwrap, which binds them from
+// the stage. bwrap then runs unprivileged: its user namespace maps the
+// command to that user, not to root, and it resolves paths as that user,
+// who may not be allowed to walk to the workspace (under /root, in a 0700
+// folder); the stage it can.
+const rootWrapper = `stage=$1 uid=$2 gid=$3; shift 3
+mount -t tmpfs -o mode=0755 herald-stage "$stage" || exit 125
+i=0
+while [ "$1" != -- ]; do
+	if [ "$1" = d ]; then mkdir "$stage/$i"; else : >"$stage/$i"; fi || exit 125
+	mount --rbind "$2" "$stage/$i" || exit 125
+	i=$((i + 1))
+	shift 2
+done
+shift
+exec setpriv --reuid="$uid" --regid="$gid" --clear-groups --pdeathsig=KILL -- "$@"`
 
 // Sandbox turns a command into one that runs under Bubblewrap: it sees only
 // the system's program and library folders, a few files of /etc, the
@@ -45,6 +74,9 @@ type Sandbox struct {
 	// workspaceRoot and dataDir are the runner's: commands see neither the
 	// tenants' folder of the root nor the data folder, wherever they lie.
 	workspaceRoot, dataDir string
+	// stage is where a root runner's wrapper binds what bwrap binds on (an
+	// empty folder on the host; see rootWrapper).
+	stage string
 }
 
 // NewSandbox checks that the sandbox of cfg can run here. Mode none is
@@ -63,11 +95,25 @@ func NewSandbox(cfg config.Sandbox, log zerolog.Logger) (*Sandbox, error) {
 		return nil, fmt.Errorf("%w: bwrap is not installed (Debian package bubblewrap); install it or set sandbox.mode: none", ErrNoSandbox)
 	}
 	sb.bwrap = path
-	sb.limits = newCgroupLimits(cfg, log)
-	if sb.root && sb.limits == nil {
-		log.Warn().Int("processes", cfg.Processes).Msg("sandbox: running as root with no writable cgroup, so the process limit is not enforced (RLIMIT_NPROC does not bind root)")
+	if sb.root {
+		for _, tool := range []string{"setpriv", "mount"} {
+			if _, err := exec.LookPath(tool); err != nil {
+				return nil, fmt.Errorf("%w: %s is not installed (Debian package util-linux); a root runner needs it to run commands as sandbox.uid; install it or set sandbox.mode: none", ErrNoSandbox, tool)
+			}
+		}
+		stage, err := os.MkdirTemp("", "herald-sandbox-stage-")
+		if err != nil {
+			return nil, fmt.Errorf("sandbox stage: %w", err)
+		}
+		if err := os.Chmod(stage, 0o755); err != nil {
+			_ = os.Remove(stage)
+			return nil, fmt.Errorf("sandbox stage: %w", err)
+		}
+		sb.stage = stage
 	}
+	sb.limits = newCgroupLimits(cfg, log)
 	if err := sb.probe(); err != nil {
+		sb.close()
 		return nil, err
 	}
 	return sb, nil
@@ -106,29 +152,91 @@ func (sb *Sandbox) Command(ctx context.Context, dir, script string, env []string
 		cmd.Dir, cmd.Env = dir, env
 		return cmd, func() {}, nil
 	}
+	sb.handOver(dir)
 	argv := sb.bwrapArgs(dir)
 	argv = append(argv, "--", "bash", "-c", sb.limitPrefix()+script)
-	release := func() {}
-	if sb.limits != nil {
-		join, done, err := sb.limits.open()
-		if err != nil {
-			return nil, nil, fmt.Errorf("sandbox limits: %w", err)
-		}
-		argv, release = join(argv), done
+	argv, release, err := sb.limit(argv)
+	if err != nil {
+		return nil, nil, err
 	}
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Dir, cmd.Env = dir, env
+	cmd.SysProcAttr = sb.procAttr()
 	return cmd, release, nil
 }
 
-// bwrapArgs is the mount and namespace set-up of a command in dir.
+// limit puts a command (the argv of bwrap, or of the root wrapper) in a
+// cgroup of its own when there is one. release frees it.
+func (sb *Sandbox) limit(argv []string) ([]string, func(), error) {
+	if sb.limits == nil {
+		return argv, func() {}, nil
+	}
+	join, done, err := sb.limits.open()
+	if err != nil {
+		return nil, nil, fmt.Errorf("sandbox limits: %w", err)
+	}
+	return join(argv), done, nil
+}
+
+// procAttr is how the runner starts a command's first process: for a root
+// runner in a mount namespace of its own, where the wrapper's stage mounts
+// stay (they vanish with it).
+func (sb *Sandbox) procAttr() *syscall.SysProcAttr {
+	if sb.stage == "" {
+		return &syscall.SysProcAttr{}
+	}
+	return &syscall.SysProcAttr{Unshareflags: syscall.CLONE_NEWNS}
+}
+
+// binds collects the host paths a command sees beyond the system folders.
+// For a root runner each is bound on the stage by the wrapper first, and
+// bwrap binds it from there; otherwise bwrap binds the host path itself.
+type binds struct {
+	stage string
+	pairs []string // kind (d or f) and host path, as the wrapper takes them
+}
+
+// source is where bwrap binds host path p from; ok is false when p does
+// not exist (then it is left out, as --ro-bind-try would).
+func (b *binds) source(p string) (string, bool) {
+	if b.stage == "" {
+		return p, true
+	}
+	info, err := os.Stat(p)
+	if err != nil {
+		return "", false
+	}
+	kind := "f"
+	if info.IsDir() {
+		kind = "d"
+	}
+	b.pairs = append(b.pairs, kind, p)
+	return filepath.Join(b.stage, strconv.Itoa(len(b.pairs)/2-1)), true
+}
+
+// wrap is argv (bwrap's) as the runner starts it: for a root runner,
+// through the wrapper that binds the sources and drops to sandbox.uid.
+func (b *binds) wrap(argv []string, cfg config.Sandbox) []string {
+	if b.stage == "" {
+		return argv
+	}
+	uid, gid := cfg.HostIDs()
+	out := []string{"bash", "-c", rootWrapper, "herald-sandbox", b.stage, strconv.Itoa(uid), strconv.Itoa(gid)}
+	out = append(append(out, b.pairs...), "--")
+	return append(out, argv...)
+}
+
+// bwrapArgs is the mount and namespace set-up of a command in dir: the
+// argv of bwrap up to the command, or, for a root runner, of the wrapper
+// that starts bwrap (see rootWrapper).
 func (sb *Sandbox) bwrapArgs(dir string) []string {
+	b := &binds{stage: sb.stage}
 	a := []string{sb.bwrap, "--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
 		"--die-with-parent", "--new-session", "--cap-drop", "ALL"}
 	if !sb.cfg.Network {
 		a = append(a, "--unshare-net")
 	}
-	if sb.root {
+	if sb.stage != "" {
 		a = append(a, "--uid", sandboxUID, "--gid", sandboxUID)
 	}
 	a = append(a, "--ro-bind", "/usr", "/usr")
@@ -144,13 +252,59 @@ func (sb *Sandbox) bwrapArgs(dir string) []string {
 	}
 	a = append(a, "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp")
 	for _, p := range sb.cfg.ReadOnly {
-		a = append(a, "--ro-bind-try", p, p)
+		if src, ok := b.source(p); ok {
+			a = append(a, "--ro-bind-try", src, p)
+		}
 	}
-	a = append(a, "--bind", dir, dir)
+	src, _ := b.source(dir)
+	a = append(a, "--bind", src, dir)
 	for _, h := range sb.hiddenIn(dir) {
 		a = append(a, "--tmpfs", h)
 	}
-	return append(a, "--chdir", dir, "--setenv", "HOME", "/tmp")
+	a = append(a, "--chdir", dir, "--setenv", "HOME", "/tmp")
+	// The wrapper's arguments come first; the caller appends the command.
+	return b.wrap(a, sb.cfg)
+}
+
+// handOver gives the sandbox user (sandbox.uid) what root owns in
+// workspace dir (what the file tools and checkpoints wrote there as root),
+// so a command running as that user can change its workspace; a root
+// runner only. It goes through an os.Root of dir and changes owners with
+// lchown: a symlink a command planted is changed itself, never followed
+// out of the workspace. The folders commands do not see (tenants' folder,
+// data folder) are left alone.
+func (sb *Sandbox) handOver(dir string) {
+	if sb.stage == "" {
+		return
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return
+	}
+	defer root.Close()
+	skip := map[string]bool{}
+	for _, h := range sb.hiddenIn(dir) {
+		if rel, err := filepath.Rel(dir, h); err == nil {
+			skip[rel] = true
+		}
+	}
+	uid, gid := sb.cfg.HostIDs()
+	_ = fs.WalkDir(root.FS(), ".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return nil // gone or unreadable: nothing to hand over
+		}
+		if d.IsDir() && skip[p] {
+			return fs.SkipDir
+		}
+		info, err := d.Info()
+		if err != nil {
+			return nil
+		}
+		if st, ok := info.Sys().(*syscall.Stat_t); ok && st.Uid == 0 {
+			_ = root.Lchown(p, uid, gid)
+		}
+		return nil
+	})
 }
 
 // hiddenIn are the folders inside workspace dir a command must not see: an
@@ -208,7 +362,13 @@ func (sb *Sandbox) Close() { sb.close() }
 
 // close releases what the sandbox holds for the runner's lifetime.
 func (sb *Sandbox) close() {
-	if sb != nil && sb.limits != nil {
+	if sb == nil {
+		return
+	}
+	if sb.limits != nil {
 		sb.limits.close()
+	}
+	if sb.stage != "" {
+		_ = os.Remove(sb.stage)
 	}
 }
