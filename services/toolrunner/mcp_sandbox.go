@@ -13,6 +13,7 @@ import (
 
 	"github.com/heraldrun/herald/pkg/bus"
 	"github.com/heraldrun/herald/pkg/config"
+	"github.com/heraldrun/herald/pkg/redact"
 )
 
 // ServerCommand returns the command that starts MCP server srv with its
@@ -185,11 +186,13 @@ func interpreter(p string) string {
 func startHint(srv config.MCPServer, sb *Sandbox, stderr string) string {
 	var b strings.Builder
 	if stderr = strings.TrimSpace(stderr); stderr != "" {
+		var values []string
 		for _, v := range srv.Env {
 			if len(v) >= 4 {
-				stderr = strings.ReplaceAll(stderr, v, "[redacted]")
+				values = append(values, v)
 			}
 		}
+		stderr = redact.New(values...).String(stderr)
 		fmt.Fprintf(&b, "; it said: %s", stderr)
 	}
 	if sb.Confined() && !srv.Sandbox.None {
