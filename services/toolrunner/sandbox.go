@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -40,25 +41,25 @@ var etcFiles = []string{
 }
 
 // rootWrapper is how a root runner starts bwrap: as root, in a mount
-// namespace of its own (the runner makes it), it mounts a tmpfs on the
-// stage folder and binds there each host path the command is to see
-// beyond the system folders (its workspace, the read_only paths), then
-// becomes the sandbox user (setpriv) and runs bwrap, which binds them from
-// the stage. bwrap then runs unprivileged: its user namespace maps the
-// command to that user, not to root, and it resolves paths as that user,
-// who may not be allowed to walk to the workspace (under /root, in a 0700
-// folder); the stage it can.
+// namespace of its own (the runner makes it), it enters the call's cgroups,
+// binds each host path the command is to see beyond the system folders
+// (its workspace, the read_only paths) on a mount point of the stage
+// folder, then becomes the sandbox user (setpriv) and runs bwrap, which
+// binds them from the stage. bwrap then runs unprivileged: its user
+// namespace maps the command to that user, not to root, and it resolves
+// paths as that user, who may not be allowed to walk to the workspace
+// (under /root, in a 0700 folder); the stage it can. The binds are seen in
+// that namespace only and vanish with it.
+//
+// Arguments: stage uid gid [cgroup.procs...] -- [mount-point source]... -- bwrap...
 const rootWrapper = `stage=$1 uid=$2 gid=$3; shift 3
-mount -t tmpfs -o mode=0755 herald-stage "$stage" || exit 125
-i=0
-while [ "$1" != -- ]; do
-	if [ "$1" = d ]; then mkdir "$stage/$i"; else : >"$stage/$i"; fi || exit 125
-	mount --rbind "$2" "$stage/$i" || exit 125
-	i=$((i + 1))
-	shift 2
-done
-shift
+while [ "$1" != -- ]; do echo $$ >"$1" || exit 125; shift; done; shift
+while [ "$1" != -- ]; do mount --rbind "$2" "$stage/$1" || exit 125; shift 2; done; shift
 exec setpriv --reuid="$uid" --regid="$gid" --clear-groups --pdeathsig=KILL -- "$@"`
+
+// wrapperProcsAt is where the cgroup.procs files go in the wrapper's argv
+// (after bash -c script $0 stage uid gid).
+const wrapperProcsAt = 7
 
 // Sandbox turns a command into one that runs under Bubblewrap: it sees only
 // the system's program and library folders, a few files of /etc, the
@@ -101,7 +102,8 @@ func NewSandbox(cfg config.Sandbox, log zerolog.Logger) (*Sandbox, error) {
 				return nil, fmt.Errorf("%w: %s is not installed (Debian package util-linux); a root runner needs it to run commands as sandbox.uid; install it or set sandbox.mode: none", ErrNoSandbox, tool)
 			}
 		}
-		stage, err := os.MkdirTemp("", "herald-sandbox-stage-")
+		removeStaleStages()
+		stage, err := os.MkdirTemp("", fmt.Sprintf("%s%d-", stagePrefix, os.Getpid()))
 		if err != nil {
 			return nil, fmt.Errorf("sandbox stage: %w", err)
 		}
@@ -171,11 +173,14 @@ func (sb *Sandbox) limit(argv []string) ([]string, func(), error) {
 	if sb.limits == nil {
 		return argv, func() {}, nil
 	}
-	join, done, err := sb.limits.open()
+	procs, done, err := sb.limits.open()
 	if err != nil {
 		return nil, nil, fmt.Errorf("sandbox limits: %w", err)
 	}
-	return join(argv), done, nil
+	if sb.stage != "" {
+		return slices.Insert(argv, wrapperProcsAt, procs...), done, nil
+	}
+	return joinCgroups(procs, argv), done, nil
 }
 
 // procAttr is how the runner starts a command's first process: for a root
@@ -193,11 +198,13 @@ func (sb *Sandbox) procAttr() *syscall.SysProcAttr {
 // bwrap binds it from there; otherwise bwrap binds the host path itself.
 type binds struct {
 	stage string
-	pairs []string // kind (d or f) and host path, as the wrapper takes them
+	pairs []string // mount point (in stage) and host path, as the wrapper takes them
 }
 
 // source is where bwrap binds host path p from; ok is false when p does
-// not exist (then it is left out, as --ro-bind-try would).
+// not exist (then it is left out, as --ro-bind-try would). A root runner's
+// stage holds an empty folder (d0, d1...) or file (f0...) per bind, made
+// once and mounted on in each command's own namespace only.
 func (b *binds) source(p string) (string, bool) {
 	if b.stage == "" {
 		return p, true
@@ -206,12 +213,20 @@ func (b *binds) source(p string) (string, bool) {
 	if err != nil {
 		return "", false
 	}
-	kind := "f"
+	n := strconv.Itoa(len(b.pairs) / 2)
+	point := filepath.Join(b.stage, "f"+n)
 	if info.IsDir() {
-		kind = "d"
+		point = filepath.Join(b.stage, "d"+n)
+		if err := os.Mkdir(point, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+			return "", false
+		}
+	} else if f, err := os.OpenFile(point, os.O_CREATE|os.O_RDONLY, 0o644); err != nil {
+		return "", false
+	} else {
+		_ = f.Close()
 	}
-	b.pairs = append(b.pairs, kind, p)
-	return filepath.Join(b.stage, strconv.Itoa(len(b.pairs)/2-1)), true
+	b.pairs = append(b.pairs, filepath.Base(point), p)
+	return point, true
 }
 
 // wrap is argv (bwrap's) as the runner starts it: for a root runner,
@@ -221,7 +236,7 @@ func (b *binds) wrap(argv []string, cfg config.Sandbox) []string {
 		return argv
 	}
 	uid, gid := cfg.HostIDs()
-	out := []string{"bash", "-c", rootWrapper, "herald-sandbox", b.stage, strconv.Itoa(uid), strconv.Itoa(gid)}
+	out := []string{"bash", "-c", rootWrapper, "herald-sandbox", b.stage, strconv.Itoa(uid), strconv.Itoa(gid), "--"}
 	out = append(append(out, b.pairs...), "--")
 	return append(out, argv...)
 }
@@ -369,6 +384,33 @@ func (sb *Sandbox) close() {
 		sb.limits.close()
 	}
 	if sb.stage != "" {
-		_ = os.Remove(sb.stage)
+		removeStage(sb.stage)
+	}
+}
+
+// stagePrefix names the stage folders in the temporary folder, followed by
+// the runner's pid.
+const stagePrefix = "herald-sandbox-stage-"
+
+// removeStage removes a stage: mount points only, empty on the host (the
+// binds live in each command's own namespace), removed one by one, never
+// recursively.
+func removeStage(stage string) {
+	entries, _ := os.ReadDir(stage)
+	for _, e := range entries {
+		_ = os.Remove(filepath.Join(stage, e.Name()))
+	}
+	_ = os.Remove(stage)
+}
+
+// removeStaleStages removes the stages of runners that died (or of
+// services made and never started).
+func removeStaleStages() {
+	stages, _ := filepath.Glob(filepath.Join(os.TempDir(), stagePrefix+"*"))
+	for _, d := range stages {
+		pid, _, _ := strings.Cut(strings.TrimPrefix(filepath.Base(d), stagePrefix), "-")
+		if n, err := strconv.Atoi(pid); err == nil && syscall.Kill(n, 0) != nil {
+			removeStage(d)
+		}
 	}
 }
