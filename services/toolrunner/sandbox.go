@@ -7,10 +7,12 @@ import (
 	"io/fs"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -78,6 +80,14 @@ type Sandbox struct {
 	// stage is where a root runner's wrapper binds what bwrap binds on (an
 	// empty folder on the host; see rootWrapper).
 	stage string
+	// hand is what handOver remembers of the workspaces it walked.
+	hand *handOverState
+}
+
+// handOverState are the folders of each workspace handOver last walked.
+type handOverState struct {
+	mu   sync.Mutex
+	seen map[string]map[string]folderSeen
 }
 
 // NewSandbox checks that the sandbox of cfg can run here. Mode none is
@@ -111,7 +121,7 @@ func NewSandbox(cfg config.Sandbox, log zerolog.Logger) (*Sandbox, error) {
 			_ = os.Remove(stage)
 			return nil, fmt.Errorf("sandbox stage: %w", err)
 		}
-		sb.stage = stage
+		sb.stage, sb.hand = stage, &handOverState{}
 	}
 	sb.limits = newCgroupLimits(cfg, log)
 	if err := sb.probe(); err != nil {
@@ -288,6 +298,12 @@ func (sb *Sandbox) bwrapArgs(dir string) []string {
 // lchown: a symlink a command planted is changed itself, never followed
 // out of the workspace. The folders commands do not see (tenants' folder,
 // data folder) are left alone.
+//
+// A new file, or a file renamed into place, changes its folder's ctime;
+// a folder whose ctime and inode are those of the last walk (and old
+// enough that a change within the clock's granularity cannot hide) holds
+// the same entries, and is not listed again: the walk of a large, settled
+// workspace is one lstat per folder.
 func (sb *Sandbox) handOver(dir string) {
 	if sb.stage == "" {
 		return
@@ -297,29 +313,108 @@ func (sb *Sandbox) handOver(dir string) {
 		return
 	}
 	defer root.Close()
-	skip := map[string]bool{}
+	w := handOverWalk{root: root, skip: map[string]bool{}, fresh: map[string]folderSeen{}, now: handOverNow()}
+	w.uid, w.gid = sb.cfg.HostIDs()
 	for _, h := range sb.hiddenIn(dir) {
 		if rel, err := filepath.Rel(dir, h); err == nil {
-			skip[rel] = true
+			w.skip[rel] = true
 		}
 	}
-	uid, gid := sb.cfg.HostIDs()
-	_ = fs.WalkDir(root.FS(), ".", func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return nil // gone or unreadable: nothing to hand over
+	if sb.hand == nil {
+		w.folder(".")
+		return
+	}
+	sb.hand.mu.Lock()
+	defer sb.hand.mu.Unlock()
+	w.seen = sb.hand.seen[dir]
+	w.folder(".")
+	if sb.hand.seen == nil || len(sb.hand.seen) >= maxHandOverWorkspaces {
+		sb.hand.seen = map[string]map[string]folderSeen{}
+	}
+	sb.hand.seen[dir] = w.fresh
+}
+
+// handOverNow is the clock handOver judges ctimes by (tests move it).
+var handOverNow = time.Now
+
+// maxHandOverWorkspaces bounds the workspaces whose folders handOver
+// remembers (past it, it forgets them all and walks each once again).
+const maxHandOverWorkspaces = 256
+
+// folderSeen is a folder as handOver last saw it.
+type folderSeen struct {
+	ctime   syscall.Timespec
+	ino     uint64
+	subdirs []string
+}
+
+type handOverWalk struct {
+	root        *os.Root
+	uid, gid    int
+	skip        map[string]bool
+	seen, fresh map[string]folderSeen
+	now         time.Time
+}
+
+// settle is how old a folder's ctime must be to be trusted unchanged:
+// ctime ticks with the kernel's coarse clock.
+const settle = 2 * time.Second
+
+// stat is p's owner, ctime and inode, after handing it over if root owns it.
+func (w *handOverWalk) stat(p string) (*syscall.Stat_t, bool) {
+	info, err := w.root.Lstat(p)
+	if err != nil {
+		return nil, false
+	}
+	st, ok := info.Sys().(*syscall.Stat_t)
+	if !ok {
+		return nil, false
+	}
+	if st.Uid == 0 {
+		_ = w.root.Lchown(p, w.uid, w.gid)
+		if info, err = w.root.Lstat(p); err != nil {
+			return nil, false
 		}
-		if d.IsDir() && skip[p] {
-			return fs.SkipDir
+		st, ok = info.Sys().(*syscall.Stat_t)
+	}
+	return st, ok
+}
+
+func (w *handOverWalk) folder(p string) {
+	st, ok := w.stat(p)
+	if !ok || st.Mode&syscall.S_IFMT != syscall.S_IFDIR {
+		return
+	}
+	settled := w.now.Sub(time.Unix(st.Ctim.Sec, st.Ctim.Nsec)) > settle
+	if prev, ok := w.seen[p]; ok && settled && prev.ctime == st.Ctim && prev.ino == st.Ino {
+		w.fresh[p] = prev
+		for _, sub := range prev.subdirs {
+			w.folder(sub)
 		}
-		info, err := d.Info()
-		if err != nil {
-			return nil
+		return
+	}
+	f, err := w.root.Open(p)
+	if err != nil {
+		return
+	}
+	entries, _ := f.ReadDir(-1)
+	_ = f.Close()
+	var subdirs []string
+	for _, e := range entries {
+		child := path.Join(p, e.Name())
+		if w.skip[child] {
+			continue
 		}
-		if st, ok := info.Sys().(*syscall.Stat_t); ok && st.Uid == 0 {
-			_ = root.Lchown(p, uid, gid)
+		if e.IsDir() {
+			subdirs = append(subdirs, child)
+			w.folder(child)
+		} else {
+			w.stat(child)
 		}
-		return nil
-	})
+	}
+	if settled {
+		w.fresh[p] = folderSeen{ctime: st.Ctim, ino: st.Ino, subdirs: subdirs}
+	}
 }
 
 // hiddenIn are the folders inside workspace dir a command must not see: an

@@ -54,13 +54,16 @@ func BenchmarkCommandSandbox(b *testing.B) {
 func BenchmarkSandboxHandOver(b *testing.B) {
 	for _, n := range []int{100, 10000} {
 		b.Run(fmt.Sprintf("files=%d", n), func(b *testing.B) {
-			sb := &Sandbox{cfg: config.DefaultSandbox(), stage: "set"}
+			sb := &Sandbox{cfg: config.DefaultSandbox(), stage: "set", hand: &handOverState{}}
 			dir := b.TempDir()
 			for i := range n {
 				sub := filepath.Join(dir, fmt.Sprintf("d%d", i%50))
 				require.NoError(b, os.MkdirAll(sub, 0o755))
 				require.NoError(b, os.WriteFile(filepath.Join(sub, fmt.Sprintf("f%d", i)), nil, 0o644))
 			}
+			// A settled workspace: its folders changed long enough ago.
+			defer func(now func() time.Time) { handOverNow = now }(handOverNow)
+			handOverNow = func() time.Time { return time.Now().Add(time.Minute) }
 			sb.handOver(dir)
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {

@@ -222,3 +222,33 @@ func TestSandboxUIDIsConfigurable(t *testing.T) {
 	}
 	require.ErrorContains(t, config.Sandbox{Mode: "bwrap", CPUSeconds: 1, MemoryMB: 1, Processes: 1, UID: -1}.Validate(), "uid and gid must not be negative")
 }
+
+func TestSandboxHandOverFindsWhatTheRunnerWroteInASettledWorkspace(t *testing.T) {
+	// Every folder counts as settled: the walk trusts its memory of them,
+	// and must still find a file root adds deep down, or renames into place.
+	defer func(now func() time.Time) { handOverNow = now }(handOverNow)
+	handOverNow = func() time.Time { return time.Now().Add(time.Minute) }
+	sb := &Sandbox{cfg: config.DefaultSandbox(), stage: "set", hand: &handOverState{}}
+	uid, _ := sb.cfg.HostIDs()
+	dir := t.TempDir()
+	deep := filepath.Join(dir, "a", "b", "c")
+	require.NoError(t, os.MkdirAll(deep, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(deep, "old"), nil, 0o644))
+	owner := func(p string) int { return ownerOf(t, p) }
+	want := os.Geteuid()
+	if want == 0 {
+		want = uid
+	}
+	sb.handOver(dir)
+	require.Equal(t, want, owner(filepath.Join(deep, "old")))
+	require.Equal(t, want, owner(dir))
+
+	require.NoError(t, os.WriteFile(filepath.Join(deep, "new"), nil, 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "tmp"), nil, 0o644))
+	require.NoError(t, os.Rename(filepath.Join(dir, "tmp"), filepath.Join(dir, "a", "renamed")))
+	require.NoError(t, os.MkdirAll(filepath.Join(deep, "d", "e"), 0o755))
+	sb.handOver(dir)
+	for _, p := range []string{filepath.Join(deep, "new"), filepath.Join(dir, "a", "renamed"), filepath.Join(deep, "d", "e")} {
+		require.Equal(t, want, owner(p), p)
+	}
+}
