@@ -23,6 +23,13 @@ if [ "$mode" = "--test" ]; then
   want node nodejs
   want npm npm
 fi
+# The sandbox's bwrap runs unprivileged (as sandbox.uid under a root
+# runner): where AppArmor restricts unprivileged user namespaces (Ubuntu
+# 23.10 and later) the tests need them allowed.
+if [ "$mode" = "--test" ] && [ "$(cat /proc/sys/kernel/apparmor_restrict_unprivileged_userns 2>/dev/null)" = 1 ]; then
+  echo "setup: allowing unprivileged user namespaces for bwrap (sysctl kernel.apparmor_restrict_unprivileged_userns=0)" >&2
+  if [ "$(id -u)" -eq 0 ]; then sysctl -qw kernel.apparmor_restrict_unprivileged_userns=0; else sudo sysctl -qw kernel.apparmor_restrict_unprivileged_userns=0; fi
+fi
 [ ${#need[@]} -eq 0 ] && exit 0
 mapfile -t need < <(printf '%s\n' "${need[@]}" | sort -u)
 

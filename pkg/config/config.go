@@ -156,6 +156,8 @@ type Config struct {
 	Tenant         string               `yaml:"tenant"`
 	// DashboardToken protects the dashboard when it listens beyond loopback.
 	DashboardToken string `yaml:"dashboard_token"`
+	// Dashboard is who the dashboard and /metrics answer (see Dashboard).
+	Dashboard Dashboard `yaml:"dashboard"`
 	// Replicas of every stream (3 on a cluster).
 	Replicas int `yaml:"replicas"`
 	// hooks: plugin hooks.
@@ -275,6 +277,9 @@ func (c *Config) applyEnv(getenv func(string) string) {
 	set(&c.Primary.APIMode, "HERALD_API_MODE")
 	set(&c.DashboardToken, "HERALD_DASHBOARD_TOKEN")
 	set(&c.Sandbox.Mode, "HERALD_SANDBOX")
+	if v := getenv("HERALD_DASHBOARD_ALLOWED_HOSTS"); v != "" {
+		c.Dashboard.AllowedHosts = strings.FieldsFunc(v, func(r rune) bool { return r == ',' || r == ' ' })
+	}
 	c.Primary.APIKey = ResolveKey(c.Primary, getenv, true)
 	for i := range c.FallbackProviders {
 		c.FallbackProviders[i].APIKey = ResolveKey(c.FallbackProviders[i], getenv, false)

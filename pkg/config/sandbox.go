@@ -30,6 +30,26 @@ type Sandbox struct {
 	ReadOnly []string `yaml:"read_only"`
 	// Pools override these settings for the runners of one pool.
 	Pools map[string]SandboxOverride `yaml:"pools"`
+	// UID and GID are the host user and group a command runs as when the
+	// runner is root (0: DefaultSandboxID, nobody); never root itself.
+	UID int `yaml:"uid"`
+	GID int `yaml:"gid"`
+}
+
+// DefaultSandboxID is the host uid and gid of a root runner's commands
+// unless sandbox.uid and sandbox.gid say otherwise: nobody and nogroup.
+const DefaultSandboxID = 65534
+
+// HostIDs are the host uid and gid a root runner's commands run as.
+func (s Sandbox) HostIDs() (uid, gid int) {
+	uid, gid = s.UID, s.GID
+	if uid == 0 {
+		uid = DefaultSandboxID
+	}
+	if gid == 0 {
+		gid = DefaultSandboxID
+	}
+	return uid, gid
 }
 
 // SandboxOverride is a pool's difference from the sandbox settings; unset
@@ -85,6 +105,7 @@ func (s Sandbox) Validate() error {
 	}
 	check(s.Mode == SandboxBwrap || s.Mode == SandboxNone, "sandbox.mode must be bwrap or none, got %q", s.Mode)
 	check(s.CPUSeconds > 0 && s.MemoryMB > 0 && s.Processes > 0, "sandbox: cpu_seconds, memory_mb and processes must be positive")
+	check(s.UID >= 0 && s.GID >= 0, "sandbox: uid and gid must not be negative (0 or unset means %d, nobody)", DefaultSandboxID)
 	for _, p := range s.ReadOnly {
 		check(filepath.IsAbs(p), "sandbox.read_only: %q must be an absolute path", p)
 	}

@@ -20,7 +20,7 @@ const ArtifactsEnv = "HERALD_ARTIFACTS_DIR"
 
 // chromium loads url headless and returns the DOM after scripts ran (there
 // are none) and saves a screenshot to shot.
-func chromium(t *testing.T, url, shot string) string {
+func chromium(t *testing.T, url, shot string, flags ...string) string {
 	t.Helper()
 	bin, err := exec.LookPath("chromium")
 	if err != nil {
@@ -29,9 +29,10 @@ func chromium(t *testing.T, url, shot string) string {
 	require.NoError(t, err, "the dashboard test needs Debian's chromium: apt-get install -y chromium")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "--headless", "--no-sandbox", "--disable-gpu",
+	args := append([]string{"--headless", "--no-sandbox", "--disable-gpu",
 		"--disable-background-networking", "--disable-component-update", "--no-first-run",
-		"--user-data-dir="+t.TempDir(), "--window-size=1280,1500", "--screenshot="+shot, "--dump-dom", url)
+		"--user-data-dir=" + t.TempDir(), "--window-size=1280,1500", "--screenshot=" + shot, "--dump-dom"}, flags...)
+	cmd := exec.CommandContext(ctx, bin, append(args, url)...)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -91,4 +92,22 @@ func TestDashboardInHeadlessChromiumShowsTheTotalsOfHeraldCost(t *testing.T) {
 	require.Equal(t, wantSess.Total.CostNanoUSD, nanoIn(t, dom, "session-cost"))
 	require.Len(t, regexp.MustCompile(`<td>(agent|compression|subagent)</td>`).FindAllString(dom, -1), 8, "one row per step")
 	t.Logf("session page screenshot: %s", shot)
+}
+
+// A page of evil.test, whose name the browser resolves to 127.0.0.1 (as a
+// DNS-rebinding attacker makes it), loads the loopback dashboard: it gets
+// the refusal, not the figures; the same browser at localhost gets them.
+func TestDashboardInHeadlessChromiumRefusesARebindingPage(t *testing.T) {
+	f := startDashboardFixture(t, "")
+	port := strings.TrimPrefix(f.url, "http://127.0.0.1:")
+	dir := artifactsDir(t)
+	rebind := "--host-resolver-rules=MAP evil.test 127.0.0.1"
+	for _, path := range []string{"/", "/sessions/sess-0/trace"} {
+		dom := chromium(t, "http://evil.test:"+port+path, filepath.Join(dir, "dashboard-rebinding.png"), rebind)
+		require.Contains(t, dom, "answers requests for localhost only", path)
+		require.NotContains(t, dom, "data-cost-nano-usd", path)
+		require.NotContains(t, dom, "sess-0\"", path)
+	}
+	dom := chromium(t, "http://localhost:"+port+"/?range=24h", filepath.Join(dir, "dashboard-localhost.png"), rebind)
+	require.Positive(t, nanoIn(t, dom, "total-cost"), "the dashboard answers its own name")
 }

@@ -27,6 +27,9 @@ type Config struct {
 	// DashboardToken, when set, is required by the dashboard (bearer token,
 	// ?token= or cookie).
 	DashboardToken string
+	// DashboardHosts are the names beyond loopback the dashboard answers
+	// under (dashboard.allowed_hosts); any other Host header gets 403.
+	DashboardHosts []string
 
 	// afterInsert, when set (tests only), runs after a batch is stored and
 	// before its messages are acked: the window a crash must not spoil.
@@ -57,6 +60,7 @@ func ConfigFrom(c config.Config) Config {
 	cfg := DefaultConfig()
 	cfg.DSN = c.ClickHouseDSN
 	cfg.DashboardToken = c.DashboardToken
+	cfg.DashboardHosts = c.Dashboard.AllowedHosts
 	return cfg
 }
 

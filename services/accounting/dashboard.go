@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/heraldrun/herald/pkg/httpguard"
 	"github.com/rs/zerolog"
 )
 
@@ -35,11 +36,15 @@ const DashboardTokenCookie = "herald_dashboard_token"
 //
 // Without a token it answers loopback clients only; with one it requires it
 // (Authorization: Bearer, ?token= which sets a cookie, or the cookie).
+// Either way, and on every route, a request must name in its Host header a
+// loopback name or one of the allowed hosts (AllowHosts): a web page that
+// rebinds its own name to 127.0.0.1 gets 403 (pkg/httpguard).
 type Dashboard struct {
 	dsn   string
 	token string
 	log   zerolog.Logger
 	mux   *http.ServeMux
+	guard http.Handler // the Host rule around serve
 	pages *template.Template
 	now   func() time.Time
 
@@ -58,7 +63,14 @@ func NewDashboard(dsn, token string, log zerolog.Logger) *Dashboard {
 	d.mux.HandleFunc("GET /api/sessions/{id}", d.api(d.sessionAPI))
 	d.mux.HandleFunc("GET /api/cost", d.api(d.costAPI))
 	d.routeTrace()
+	d.AllowHosts()
 	return d
+}
+
+// AllowHosts sets the names beyond loopback (dashboard.allowed_hosts) the
+// dashboard answers under; call it before serving.
+func (d *Dashboard) AllowHosts(hosts ...string) {
+	d.guard = httpguard.Hosts(http.HandlerFunc(d.serve), hosts...)
 }
 
 // Handler is the service's dashboard, for the herald binary to mount.
@@ -67,11 +79,15 @@ func (s *Service) Handler() http.Handler {
 	defer s.mu.Unlock()
 	if s.dashboard == nil {
 		s.dashboard = NewDashboard(s.cfg.DSN, s.cfg.DashboardToken, s.log)
+		s.dashboard.AllowHosts(s.cfg.DashboardHosts...)
 	}
 	return s.dashboard
 }
 
-func (d *Dashboard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (d *Dashboard) ServeHTTP(w http.ResponseWriter, r *http.Request) { d.guard.ServeHTTP(w, r) }
+
+// serve answers a request whose Host passed the rule.
+func (d *Dashboard) serve(w http.ResponseWriter, r *http.Request) {
 	if !d.authorize(w, r) {
 		return
 	}

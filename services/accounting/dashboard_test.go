@@ -165,7 +165,7 @@ func TestDashboardWithoutTokenAnswersLoopbackOnly(t *testing.T) {
 	d := NewDashboard(testServerDSN, "", heraldtest.Logger(t))
 	defer d.Close()
 	req := httptest.NewRequest("GET", "/api/overview", nil)
-	req.RemoteAddr = "192.0.2.7:40000"
+	req.RemoteAddr, req.Host = "192.0.2.7:40000", "127.0.0.1:8080"
 	rec := httptest.NewRecorder()
 	d.ServeHTTP(rec, req)
 	require.Equal(t, http.StatusForbidden, rec.Code)

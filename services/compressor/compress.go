@@ -86,7 +86,7 @@ func (c *compressor) compress(ctx context.Context, req *heraldpb.CompressRequest
 	out.summarized = true
 	joined := make([]*heraldpb.ChatMessage, 0, len(head)+len(tail)+2)
 	joined = append(joined, head...)
-	joined = append(joined, bridge(head, tail, wrapSummary(body))...)
+	joined = append(joined, bridge(head, tail, wrapSummary(c.cfg.Keys.Replace(body, redacted)))...)
 	joined = append(joined, tail...)
 	out.messages = squeeze(joined, len(joined)-len(tail), fit, c.cfg.MinPruneChars)
 	out.after = estimateTokens(out.messages)

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/heraldrun/herald/pkg/config"
+	redaction "github.com/heraldrun/herald/pkg/redact"
 )
 
 // Config is the compressor's configuration.
@@ -30,6 +31,9 @@ type Config struct {
 	Concurrency int
 	// MinPruneChars: tool outputs shorter than this are left as they are.
 	MinPruneChars int
+	// Keys are the configured provider keys: a summary holds no run of 12
+	// or more of their characters (beyond the shapes redact knows).
+	Keys redaction.Secrets
 }
 
 // DefaultConfig returns the configuration used when nothing is set.
@@ -57,6 +61,11 @@ func ConfigFrom(c config.Config) Config {
 		cfg.TargetRatio = cc.TargetRatio
 	}
 	cfg.ContextWindows = c.ContextWindows
+	keys := []string{c.Primary.APIKey}
+	for _, p := range c.FallbackProviders {
+		keys = append(keys, p.APIKey)
+	}
+	cfg.Keys = redaction.New(keys...)
 	return cfg
 }
 

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/heraldrun/herald/pkg/bus"
+	"github.com/heraldrun/herald/pkg/config"
 	"github.com/heraldrun/herald/pkg/heraldtest"
 	"github.com/heraldrun/herald/pkg/scripted"
 	"github.com/heraldrun/herald/proto/heraldpb"
@@ -198,4 +199,24 @@ func TestSummaryCallSpendIsInTheResult(t *testing.T) {
 	require.Nil(t, pruneOnly.SummaryUsage, "no summary call, nothing spent")
 	require.Zero(t, pruneOnly.SummaryCostUsd)
 	require.Zero(t, pruneOnly.SummaryApiCalls)
+}
+
+func TestASummaryHoldsNoRunOfAConfiguredKey(t *testing.T) {
+	// The key without its prefix (as a provider's error echoes it) matches
+	// none of the shapes of secrets; the configured key is known all the same.
+	const key = "sk-proj-T0pS3cr3tK3yW1thNoPr3f1xAtAll"
+	var c config.Config
+	c.Primary.APIKey = key
+	cfg := ConfigFrom(c)
+	cfg.LLMSummary = false
+	b := heraldtest.StartBus(t)
+	startService(t, b, cfg)
+	msgs := agentHistory("find out why the provider said "+key[9:33]+" is wrong", 50, 3000)
+	res := request(t, b, &heraldpb.CompressRequest{RequestId: "r1", SessionId: "s1", Messages: msgs, ContextWindow: 60_000, Reason: ReasonOverflow})
+	sums := summaries(res.Messages)
+	require.Len(t, sums, 1)
+	require.Contains(t, sums[0].Content, "find out why the provider said [REDACTED]", "the goal is in the summary, the key is not")
+	for i := 0; i+12 <= len(key); i++ {
+		require.NotContains(t, sums[0].Content, key[i:i+12])
+	}
 }

@@ -6,6 +6,8 @@ import (
 	"regexp"
 	"strings"
 	"time"
+
+	redaction "github.com/heraldrun/herald/pkg/redact"
 )
 
 // ErrorClass names why a provider call failed; the loop decides on it
@@ -104,11 +106,10 @@ var errInterrupted = errors.New("interrupted by the user")
 // secretPattern finds things that look like API keys in provider messages.
 var secretPattern = regexp.MustCompile(`(sk-|sk_|key-|AIza)[A-Za-z0-9_\-]{8,}`)
 
-// redact removes key (and anything shaped like a key) from s.
+// redact removes key, any run of 12 or more of its characters (a provider
+// echoing it without its prefix), and anything shaped like a key from s.
 func redact(s, key string) string {
-	if key != "" {
-		s = strings.ReplaceAll(s, key, "[redacted]")
-	}
+	s = redaction.New(key).String(s)
 	return secretPattern.ReplaceAllString(s, "[redacted]")
 }
 

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/heraldrun/herald/pkg/config"
+	redaction "github.com/heraldrun/herald/pkg/redact"
 	"github.com/heraldrun/herald/proto/heraldpb"
 )
 
@@ -63,14 +64,14 @@ func Probe(ctx context.Context, p config.Provider, pricing map[string]config.Pri
 	return rep
 }
 
-// redactKey removes the key, and any run of it a provider echoes back
-// masked in the middle (OpenAI's "Incorrect API key provided: sk-ab***yz"),
-// from a message.
+// redactKey removes the key, any run of 12 or more of its characters, and
+// any run of it a provider echoes back masked in the middle (OpenAI's
+// "Incorrect API key provided: sk-ab***yz"), from a message.
 func redactKey(msg, key string) string {
 	if key == "" {
 		return msg
 	}
-	msg = strings.ReplaceAll(msg, key, "[key]")
+	msg = redaction.New(key).Replace(msg, "[key]")
 	for _, word := range strings.Fields(msg) {
 		if strings.Contains(word, "*") && len(word) > 6 && strings.HasPrefix(key, word[:3]) {
 			msg = strings.ReplaceAll(msg, word, "[key]")

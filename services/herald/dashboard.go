@@ -9,8 +9,10 @@ import (
 )
 
 // dashboardHandler is accounting's cost dashboard over the ClickHouse at dsn.
-func dashboardHandler(dsn, token string, transcripts accounting.Transcripts, log zerolog.Logger) (http.Handler, error) {
+// It answers requests for loopback names and hosts only (pkg/httpguard).
+func dashboardHandler(dsn, token string, hosts []string, transcripts accounting.Transcripts, log zerolog.Logger) (http.Handler, error) {
 	d := accounting.NewDashboard(dsn, token, log)
+	d.AllowHosts(hosts...)
 	d.SetTranscripts(transcripts)
 	d.Handle("GET /metrics", telemetry.Handler()) // under the dashboard's access rule
 	return d, nil

@@ -345,7 +345,7 @@ func sandboxCheck(cfg config.Config) check {
 	if err != nil {
 		fix := "apt-get install bubblewrap (or set sandbox.mode: none in herald.yaml to run commands unsandboxed)"
 		if errors.Is(err, toolrunner.ErrNoSandbox) && !strings.Contains(err.Error(), "not installed") {
-			fix = "allow unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1) or run as root; or set sandbox.mode: none"
+			fix = "allow unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1; where AppArmor restricts them, kernel.apparmor_restrict_unprivileged_userns=0 or a profile for bwrap): bwrap runs unprivileged, as sandbox.uid when herald is root; or set sandbox.mode: none"
 		}
 		return check{Name: "sandbox", Status: checkFail, Detail: err.Error(), Fix: fix}
 	}

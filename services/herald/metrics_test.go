@@ -13,7 +13,7 @@ import (
 // herald up serves /metrics on its dashboard address, under the dashboard's
 // own access rule.
 func TestUpServesMetricsUnderTheDashboardToken(t *testing.T) {
-	h, err := dashboardHandler("clickhouse://127.0.0.1:1/none", "s3cret", nil, zerolog.Nop())
+	h, err := dashboardHandler("clickhouse://127.0.0.1:1/none", "s3cret", nil, nil, zerolog.Nop())
 	require.NoError(t, err)
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
@@ -36,9 +36,9 @@ func TestUpServesMetricsUnderTheDashboardToken(t *testing.T) {
 }
 
 func TestServeMetricsFlagServesPrometheusText(t *testing.T) {
-	stop, err := serveMetrics("127.0.0.1:0", zerolog.Nop())
+	stop, err := serveMetrics("127.0.0.1:0", nil, zerolog.Nop())
 	require.NoError(t, err)
 	stop()
-	_, err = serveMetrics("not an address", zerolog.Nop())
+	_, err = serveMetrics("not an address", nil, zerolog.Nop())
 	require.ErrorContains(t, err, "--metrics")
 }

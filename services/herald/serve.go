@@ -39,7 +39,7 @@ func cmdServe(ctx context.Context, args []string, cio cliIO) int {
 		fmt.Fprintln(cio.err, "herald serve:", err)
 		return exitFail
 	}
-	stopMetrics, err := serveMetrics(*metricsAddr, log)
+	stopMetrics, err := serveMetrics(*metricsAddr, cfg.Dashboard.AllowedHosts, log)
 	if err != nil {
 		a.Shutdown(context.Background())
 		fmt.Fprintln(cio.err, "herald serve:", err)

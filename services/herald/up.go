@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/heraldrun/herald/pkg/httpguard"
 	"github.com/heraldrun/herald/services/accounting"
 	"github.com/heraldrun/herald/services/herald/internal/app"
 	"github.com/rs/zerolog"
@@ -57,7 +58,7 @@ func cmdUp(ctx context.Context, args []string, cio cliIO) int {
 		return exitFail
 	}
 	defer a.Shutdown(context.Background())
-	stopHTTP, err := serveDashboard(*httpAddr, cfg.ClickHouseDSN, cfg.DashboardToken, app.Transcripts(a.JS), log)
+	stopHTTP, err := serveDashboard(*httpAddr, cfg.ClickHouseDSN, cfg.DashboardToken, cfg.Dashboard.AllowedHosts, app.Transcripts(a.JS), log)
 	if err != nil {
 		fmt.Fprintln(cio.err, "herald up:", err)
 		return exitFail
@@ -99,8 +100,9 @@ func privateClickHouse(ctx context.Context, dsn *string, dataDir string, log zer
 }
 
 // serveDashboard serves the cost dashboard; it refuses a non-loopback
-// address without a token.
-func serveDashboard(addr, dsn, token string, transcripts accounting.Transcripts, log zerolog.Logger) (func(), error) {
+// address without a token. It answers requests for loopback names, for
+// hosts (dashboard.allowed_hosts) and for the address it listens on.
+func serveDashboard(addr, dsn, token string, hosts []string, transcripts accounting.Transcripts, log zerolog.Logger) (func(), error) {
 	if addr == "" {
 		return func() {}, nil
 	}
@@ -111,7 +113,7 @@ func serveDashboard(addr, dsn, token string, transcripts accounting.Transcripts,
 	if ip := net.ParseIP(host); token == "" && host != "localhost" && (ip == nil || !ip.IsLoopback()) {
 		return nil, fmt.Errorf("--http %s is not a loopback address: set dashboard_token (or HERALD_DASHBOARD_TOKEN) to expose the dashboard", addr)
 	}
-	handler, err := dashboardHandler(dsn, token, transcripts, log)
+	handler, err := dashboardHandler(dsn, token, append(httpguard.ListenHosts(addr), hosts...), transcripts, log)
 	if err != nil {
 		return nil, err
 	}

@@ -104,12 +104,13 @@ func cgroupV1(name string, cfg config.Sandbox) *cgroupLimits {
 	return l
 }
 
-// open makes the cgroup of one call. join rewrites a command's argv so the
-// command enters that cgroup before it starts (every process it forks is
-// then counted); done kills what is left in it and removes it.
-func (l *cgroupLimits) open() (join func([]string) []string, done func(), err error) {
+// open makes the cgroup of one call: procs are its cgroup.procs files,
+// which the first process of the command writes itself into before it
+// starts anything (see joinCgroups), so every process it forks is counted;
+// done kills what is left in it and removes it.
+func (l *cgroupLimits) open() (procs []string, done func(), err error) {
 	leaf := "c" + strconv.FormatInt(l.seq.Add(1), 10)
-	var procs, made []string
+	var made []string
 	undo := func() {
 		for _, d := range made {
 			killCgroup(d)
@@ -128,13 +129,16 @@ func (l *cgroupLimits) open() (join func([]string) []string, done func(), err er
 		}
 		procs = append(procs, filepath.Join(d, "cgroup.procs"))
 	}
-	join = func(argv []string) []string {
-		// The shell moves itself into the cgroups, then becomes bwrap.
-		script := `while [ "$1" != -- ]; do echo $$ > "$1" || exit 125; shift; done; shift; exec "$@"`
-		out := append([]string{"/bin/sh", "-c", script, "herald-sandbox"}, procs...)
-		return append(append(out, "--"), argv...)
-	}
-	return join, undo, nil
+	return procs, undo, nil
+}
+
+// joinCgroups rewrites a command's argv so that it enters the cgroups of
+// procs before it starts: a shell moves itself into them, then becomes the
+// command.
+func joinCgroups(procs, argv []string) []string {
+	script := `while [ "$1" != -- ]; do echo $$ > "$1" || exit 125; shift; done; shift; exec "$@"`
+	out := append([]string{"/bin/sh", "-c", script, "herald-sandbox"}, procs...)
+	return append(append(out, "--"), argv...)
 }
 
 func (l *cgroupLimits) limit(d string) error {

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/heraldrun/herald/pkg/config"
+	"github.com/heraldrun/herald/pkg/redact"
 )
 
 // secrets are what the runner knows to be credentials beyond the naming
@@ -13,6 +14,9 @@ import (
 type secrets struct {
 	names  map[string]bool
 	values map[string]bool
+	// keys finds the keys, or any run of 12 or more of their characters, in
+	// what a tool returns.
+	keys redact.Secrets
 }
 
 func secretsOf(c config.Config) secrets {
@@ -25,8 +29,18 @@ func secretsOf(c config.Config) secrets {
 			s.values[p.APIKey] = true
 		}
 	}
+	keys := make([]string, 0, len(s.values))
+	for v := range s.values {
+		keys = append(keys, v)
+	}
+	s.keys = redact.New(keys...)
 	return s
 }
+
+// scrub removes the keys the runner knows from a tool's output (a file or
+// a command that shows one, whole or in part): it is sent to the model and
+// kept in the transcript.
+func (sec secrets) scrub(text string) string { return sec.keys.String(text) }
 
 // scrubbedEnv is the runner's environment without anything that is or looks
 // like a credential or Herald's own settings: a tool (or a prompt-injected

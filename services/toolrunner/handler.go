@@ -194,8 +194,9 @@ func interrupted(c *call, err error) outcome {
 		"outcome unknown: the tool runner stopped while running this %s call (%v); check before re-running it", c.spec.Name, err)}
 }
 
-// finish truncates, counts the outcome against the breaker and publishes it.
+// finish removes the provider keys, truncates, counts the outcome against the breaker and publishes it.
 func (s *Service) finish(ctx context.Context, req *heraldpb.ToolCallRequest, o outcome, took time.Duration, streak func() failureStreak) (*heraldpb.ToolResult, error) {
+	o.content = s.secrets.scrub(o.content)
 	if req.GetTool() != "terminal" {
 		o.content = truncateHeadTail(o.content, s.cfg.MaxResultChars)
 	}

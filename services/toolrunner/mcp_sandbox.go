@@ -13,6 +13,7 @@ import (
 
 	"github.com/heraldrun/herald/pkg/bus"
 	"github.com/heraldrun/herald/pkg/config"
+	"github.com/heraldrun/herald/pkg/redact"
 )
 
 // ServerCommand returns the command that starts MCP server srv with its
@@ -60,20 +61,18 @@ func (sb *Sandbox) ServerCommand(srv config.MCPServer, dir string, env []string)
 			own.cfg.ReadOnly = append(own.cfg.ReadOnly, f)
 		}
 	}
+	sb.handOver(dir)
 	argv := own.bwrapArgs(dir)
 	// The limits are set by the shell, which then becomes the server.
 	argv = append(append(argv, "--", "bash", "-c", own.limitPrefix()+`exec "$0" "$@"`, program), srv.Args...)
-	release := func() {}
-	if sb.limits != nil {
-		join, done, err := sb.limits.open()
-		if err != nil {
-			return nil, nil, fmt.Errorf("sandbox limits: %w", err)
-		}
-		argv, release = join(argv), done
+	argv, release, err := sb.limit(argv)
+	if err != nil {
+		return nil, nil, err
 	}
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir, cmd.Env = dir, env
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = sb.procAttr()
+	cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
 	return cmd, release, nil
 }
 
@@ -187,11 +186,13 @@ func interpreter(p string) string {
 func startHint(srv config.MCPServer, sb *Sandbox, stderr string) string {
 	var b strings.Builder
 	if stderr = strings.TrimSpace(stderr); stderr != "" {
+		var values []string
 		for _, v := range srv.Env {
 			if len(v) >= 4 {
-				stderr = strings.ReplaceAll(stderr, v, "[redacted]")
+				values = append(values, v)
 			}
 		}
+		stderr = redact.New(values...).String(stderr)
 		fmt.Fprintf(&b, "; it said: %s", stderr)
 	}
 	if sb.Confined() && !srv.Sandbox.None {

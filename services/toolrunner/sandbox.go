@@ -4,10 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
+	"sync"
+	"syscall"
 	"time"
 
 	"github.com/heraldrun/herald/pkg/bus"
@@ -19,17 +25,43 @@ import (
 // rather than run commands unconfined without being told to.
 var ErrNoSandbox = errors.New("the command sandbox (bwrap) cannot start")
 
-// sandboxUID is who a command runs as inside the sandbox when the runner is
-// root: not root, so it holds no capability and cannot raise its limits.
+// sandboxUID is who a command is inside the sandbox when the runner is
+// root. On the host it is sandbox.uid (nobody unless configured): never
+// root, so it holds no capability, cannot raise its limits and reads only
+// what any unprivileged user may read.
 const sandboxUID = "1000"
 
-// etcFiles are the only files of /etc a sandboxed command sees: what the C
-// library, the shell, TLS and git look up.
+// etcFiles are the only paths of /etc a sandboxed command sees: what the C
+// library, the shell, TLS (the CA certificates, not /etc/ssl/private), git,
+// Python and Node look up. Nothing else of /etc is there: no shadow, no
+// private key, no host credentials.
 var etcFiles = []string{
 	"passwd", "group", "nsswitch.conf", "hosts", "host.conf", "resolv.conf", "gai.conf", "services", "protocols",
 	"ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "timezone", "alternatives", "mime.types",
-	"ssl", "ca-certificates", "ca-certificates.conf", "gitconfig", "inputrc", "bash.bashrc", "profile",
+	"ssl/certs", "ssl/openssl.cnf", "ca-certificates", "ca-certificates.conf", "pki/tls/certs", "pki/ca-trust/extracted",
+	"gitconfig", "inputrc", "bash.bashrc", "profile", "os-release", "environment", "python3", "npmrc",
 }
+
+// rootWrapper is how a root runner starts bwrap: as root, in a mount
+// namespace of its own (the runner makes it), it enters the call's cgroups,
+// binds each host path the command is to see beyond the system folders
+// (its workspace, the read_only paths) on a mount point of the stage
+// folder, then becomes the sandbox user (setpriv) and runs bwrap, which
+// binds them from the stage. bwrap then runs unprivileged: its user
+// namespace maps the command to that user, not to root, and it resolves
+// paths as that user, who may not be allowed to walk to the workspace
+// (under /root, in a 0700 folder); the stage it can. The binds are seen in
+// that namespace only and vanish with it.
+//
+// Arguments: stage uid gid [cgroup.procs...] -- [mount-point source]... -- bwrap...
+const rootWrapper = `stage=$1 uid=$2 gid=$3; shift 3
+while [ "$1" != -- ]; do echo $$ >"$1" || exit 125; shift; done; shift
+while [ "$1" != -- ]; do mount --rbind "$2" "$stage/$1" || exit 125; shift 2; done; shift
+exec setpriv --reuid="$uid" --regid="$gid" --clear-groups --pdeathsig=KILL -- "$@"`
+
+// wrapperProcsAt is where the cgroup.procs files go in the wrapper's argv
+// (after bash -c script $0 stage uid gid).
+const wrapperProcsAt = 7
 
 // Sandbox turns a command into one that runs under Bubblewrap: it sees only
 // the system's program and library folders, a few files of /etc, the
@@ -45,6 +77,17 @@ type Sandbox struct {
 	// workspaceRoot and dataDir are the runner's: commands see neither the
 	// tenants' folder of the root nor the data folder, wherever they lie.
 	workspaceRoot, dataDir string
+	// stage is where a root runner's wrapper binds what bwrap binds on (an
+	// empty folder on the host; see rootWrapper).
+	stage string
+	// hand is what handOver remembers of the workspaces it walked.
+	hand *handOverState
+}
+
+// handOverState are the folders of each workspace handOver last walked.
+type handOverState struct {
+	mu   sync.Mutex
+	seen map[string]map[string]folderSeen
 }
 
 // NewSandbox checks that the sandbox of cfg can run here. Mode none is
@@ -63,11 +106,26 @@ func NewSandbox(cfg config.Sandbox, log zerolog.Logger) (*Sandbox, error) {
 		return nil, fmt.Errorf("%w: bwrap is not installed (Debian package bubblewrap); install it or set sandbox.mode: none", ErrNoSandbox)
 	}
 	sb.bwrap = path
-	sb.limits = newCgroupLimits(cfg, log)
-	if sb.root && sb.limits == nil {
-		log.Warn().Int("processes", cfg.Processes).Msg("sandbox: running as root with no writable cgroup, so the process limit is not enforced (RLIMIT_NPROC does not bind root)")
+	if sb.root {
+		for _, tool := range []string{"setpriv", "mount"} {
+			if _, err := exec.LookPath(tool); err != nil {
+				return nil, fmt.Errorf("%w: %s is not installed (Debian package util-linux); a root runner needs it to run commands as sandbox.uid; install it or set sandbox.mode: none", ErrNoSandbox, tool)
+			}
+		}
+		removeStaleStages()
+		stage, err := os.MkdirTemp("", fmt.Sprintf("%s%d-", stagePrefix, os.Getpid()))
+		if err != nil {
+			return nil, fmt.Errorf("sandbox stage: %w", err)
+		}
+		if err := os.Chmod(stage, 0o755); err != nil {
+			_ = os.Remove(stage)
+			return nil, fmt.Errorf("sandbox stage: %w", err)
+		}
+		sb.stage, sb.hand = stage, &handOverState{}
 	}
+	sb.limits = newCgroupLimits(cfg, log)
 	if err := sb.probe(); err != nil {
+		sb.close()
 		return nil, err
 	}
 	return sb, nil
@@ -106,29 +164,104 @@ func (sb *Sandbox) Command(ctx context.Context, dir, script string, env []string
 		cmd.Dir, cmd.Env = dir, env
 		return cmd, func() {}, nil
 	}
+	sb.handOver(dir)
 	argv := sb.bwrapArgs(dir)
 	argv = append(argv, "--", "bash", "-c", sb.limitPrefix()+script)
-	release := func() {}
-	if sb.limits != nil {
-		join, done, err := sb.limits.open()
-		if err != nil {
-			return nil, nil, fmt.Errorf("sandbox limits: %w", err)
-		}
-		argv, release = join(argv), done
+	argv, release, err := sb.limit(argv)
+	if err != nil {
+		return nil, nil, err
 	}
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Dir, cmd.Env = dir, env
+	cmd.SysProcAttr = sb.procAttr()
 	return cmd, release, nil
 }
 
-// bwrapArgs is the mount and namespace set-up of a command in dir.
+// limit puts a command (the argv of bwrap, or of the root wrapper) in a
+// cgroup of its own when there is one. release frees it.
+func (sb *Sandbox) limit(argv []string) ([]string, func(), error) {
+	if sb.limits == nil {
+		return argv, func() {}, nil
+	}
+	procs, done, err := sb.limits.open()
+	if err != nil {
+		return nil, nil, fmt.Errorf("sandbox limits: %w", err)
+	}
+	if sb.stage != "" {
+		return slices.Insert(argv, wrapperProcsAt, procs...), done, nil
+	}
+	return joinCgroups(procs, argv), done, nil
+}
+
+// procAttr is how the runner starts a command's first process: for a root
+// runner in a mount namespace of its own, where the wrapper's stage mounts
+// stay (they vanish with it).
+func (sb *Sandbox) procAttr() *syscall.SysProcAttr {
+	if sb.stage == "" {
+		return &syscall.SysProcAttr{}
+	}
+	return &syscall.SysProcAttr{Unshareflags: syscall.CLONE_NEWNS}
+}
+
+// binds collects the host paths a command sees beyond the system folders.
+// For a root runner each is bound on the stage by the wrapper first, and
+// bwrap binds it from there; otherwise bwrap binds the host path itself.
+type binds struct {
+	stage string
+	pairs []string // mount point (in stage) and host path, as the wrapper takes them
+}
+
+// source is where bwrap binds host path p from; ok is false when p does
+// not exist (then it is left out, as --ro-bind-try would). A root runner's
+// stage holds an empty folder (d0, d1...) or file (f0...) per bind, made
+// once and mounted on in each command's own namespace only.
+func (b *binds) source(p string) (string, bool) {
+	if b.stage == "" {
+		return p, true
+	}
+	info, err := os.Stat(p)
+	if err != nil {
+		return "", false
+	}
+	n := strconv.Itoa(len(b.pairs) / 2)
+	point := filepath.Join(b.stage, "f"+n)
+	if info.IsDir() {
+		point = filepath.Join(b.stage, "d"+n)
+		if err := os.Mkdir(point, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+			return "", false
+		}
+	} else if f, err := os.OpenFile(point, os.O_CREATE|os.O_RDONLY, 0o644); err != nil {
+		return "", false
+	} else {
+		_ = f.Close()
+	}
+	b.pairs = append(b.pairs, filepath.Base(point), p)
+	return point, true
+}
+
+// wrap is argv (bwrap's) as the runner starts it: for a root runner,
+// through the wrapper that binds the sources and drops to sandbox.uid.
+func (b *binds) wrap(argv []string, cfg config.Sandbox) []string {
+	if b.stage == "" {
+		return argv
+	}
+	uid, gid := cfg.HostIDs()
+	out := []string{"bash", "-c", rootWrapper, "herald-sandbox", b.stage, strconv.Itoa(uid), strconv.Itoa(gid), "--"}
+	out = append(append(out, b.pairs...), "--")
+	return append(out, argv...)
+}
+
+// bwrapArgs is the mount and namespace set-up of a command in dir: the
+// argv of bwrap up to the command, or, for a root runner, of the wrapper
+// that starts bwrap (see rootWrapper).
 func (sb *Sandbox) bwrapArgs(dir string) []string {
+	b := &binds{stage: sb.stage}
 	a := []string{sb.bwrap, "--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
 		"--die-with-parent", "--new-session", "--cap-drop", "ALL"}
 	if !sb.cfg.Network {
 		a = append(a, "--unshare-net")
 	}
-	if sb.root {
+	if sb.stage != "" {
 		a = append(a, "--uid", sandboxUID, "--gid", sandboxUID)
 	}
 	a = append(a, "--ro-bind", "/usr", "/usr")
@@ -144,13 +277,144 @@ func (sb *Sandbox) bwrapArgs(dir string) []string {
 	}
 	a = append(a, "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp")
 	for _, p := range sb.cfg.ReadOnly {
-		a = append(a, "--ro-bind-try", p, p)
+		if src, ok := b.source(p); ok {
+			a = append(a, "--ro-bind-try", src, p)
+		}
 	}
-	a = append(a, "--bind", dir, dir)
+	src, _ := b.source(dir)
+	a = append(a, "--bind", src, dir)
 	for _, h := range sb.hiddenIn(dir) {
 		a = append(a, "--tmpfs", h)
 	}
-	return append(a, "--chdir", dir, "--setenv", "HOME", "/tmp")
+	a = append(a, "--chdir", dir, "--setenv", "HOME", "/tmp")
+	// The wrapper's arguments come first; the caller appends the command.
+	return b.wrap(a, sb.cfg)
+}
+
+// handOver gives the sandbox user (sandbox.uid) what root owns in
+// workspace dir (what the file tools and checkpoints wrote there as root),
+// so a command running as that user can change its workspace; a root
+// runner only. It goes through an os.Root of dir and changes owners with
+// lchown: a symlink a command planted is changed itself, never followed
+// out of the workspace. The folders commands do not see (tenants' folder,
+// data folder) are left alone.
+//
+// A new file, or a file renamed into place, changes its folder's ctime;
+// a folder whose ctime and inode are those of the last walk (and old
+// enough that a change within the clock's granularity cannot hide) holds
+// the same entries, and is not listed again: the walk of a large, settled
+// workspace is one lstat per folder.
+func (sb *Sandbox) handOver(dir string) {
+	if sb.stage == "" {
+		return
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return
+	}
+	defer root.Close()
+	w := handOverWalk{root: root, skip: map[string]bool{}, fresh: map[string]folderSeen{}, now: handOverNow()}
+	w.uid, w.gid = sb.cfg.HostIDs()
+	for _, h := range sb.hiddenIn(dir) {
+		if rel, err := filepath.Rel(dir, h); err == nil {
+			w.skip[rel] = true
+		}
+	}
+	if sb.hand == nil {
+		w.folder(".")
+		return
+	}
+	sb.hand.mu.Lock()
+	defer sb.hand.mu.Unlock()
+	w.seen = sb.hand.seen[dir]
+	w.folder(".")
+	if sb.hand.seen == nil || len(sb.hand.seen) >= maxHandOverWorkspaces {
+		sb.hand.seen = map[string]map[string]folderSeen{}
+	}
+	sb.hand.seen[dir] = w.fresh
+}
+
+// handOverNow is the clock handOver judges ctimes by (tests move it).
+var handOverNow = time.Now
+
+// maxHandOverWorkspaces bounds the workspaces whose folders handOver
+// remembers (past it, it forgets them all and walks each once again).
+const maxHandOverWorkspaces = 256
+
+// folderSeen is a folder as handOver last saw it.
+type folderSeen struct {
+	ctime   syscall.Timespec
+	ino     uint64
+	subdirs []string
+}
+
+type handOverWalk struct {
+	root        *os.Root
+	uid, gid    int
+	skip        map[string]bool
+	seen, fresh map[string]folderSeen
+	now         time.Time
+}
+
+// settle is how old a folder's ctime must be to be trusted unchanged:
+// ctime ticks with the kernel's coarse clock.
+const settle = 2 * time.Second
+
+// stat is p's owner, ctime and inode, after handing it over if root owns it.
+func (w *handOverWalk) stat(p string) (*syscall.Stat_t, bool) {
+	info, err := w.root.Lstat(p)
+	if err != nil {
+		return nil, false
+	}
+	st, ok := info.Sys().(*syscall.Stat_t)
+	if !ok {
+		return nil, false
+	}
+	if st.Uid == 0 {
+		_ = w.root.Lchown(p, w.uid, w.gid)
+		if info, err = w.root.Lstat(p); err != nil {
+			return nil, false
+		}
+		st, ok = info.Sys().(*syscall.Stat_t)
+	}
+	return st, ok
+}
+
+func (w *handOverWalk) folder(p string) {
+	st, ok := w.stat(p)
+	if !ok || st.Mode&syscall.S_IFMT != syscall.S_IFDIR {
+		return
+	}
+	settled := w.now.Sub(time.Unix(st.Ctim.Sec, st.Ctim.Nsec)) > settle
+	if prev, ok := w.seen[p]; ok && settled && prev.ctime == st.Ctim && prev.ino == st.Ino {
+		w.fresh[p] = prev
+		for _, sub := range prev.subdirs {
+			w.folder(sub)
+		}
+		return
+	}
+	f, err := w.root.Open(p)
+	if err != nil {
+		return
+	}
+	entries, _ := f.ReadDir(-1)
+	_ = f.Close()
+	var subdirs []string
+	for _, e := range entries {
+		child := path.Join(p, e.Name())
+		if w.skip[child] {
+			continue
+		}
+		if e.IsDir() {
+			subdirs = append(subdirs, child)
+			w.folder(child)
+		} else {
+			w.stat(child)
+		}
+	}
+	if settled {
+		w.fresh[p] = folderSeen{ctime: st.Ctim, ino: st.Ino, subdirs: subdirs}
+	}
 }
 
 // hiddenIn are the folders inside workspace dir a command must not see: an
@@ -208,7 +472,40 @@ func (sb *Sandbox) Close() { sb.close() }
 
 // close releases what the sandbox holds for the runner's lifetime.
 func (sb *Sandbox) close() {
-	if sb != nil && sb.limits != nil {
+	if sb == nil {
+		return
+	}
+	if sb.limits != nil {
 		sb.limits.close()
+	}
+	if sb.stage != "" {
+		removeStage(sb.stage)
+	}
+}
+
+// stagePrefix names the stage folders in the temporary folder, followed by
+// the runner's pid.
+const stagePrefix = "herald-sandbox-stage-"
+
+// removeStage removes a stage: mount points only, empty on the host (the
+// binds live in each command's own namespace), removed one by one, never
+// recursively.
+func removeStage(stage string) {
+	entries, _ := os.ReadDir(stage)
+	for _, e := range entries {
+		_ = os.Remove(filepath.Join(stage, e.Name()))
+	}
+	_ = os.Remove(stage)
+}
+
+// removeStaleStages removes the stages of runners that died (or of
+// services made and never started).
+func removeStaleStages() {
+	stages, _ := filepath.Glob(filepath.Join(os.TempDir(), stagePrefix+"*"))
+	for _, d := range stages {
+		pid, _, _ := strings.Cut(strings.TrimPrefix(filepath.Base(d), stagePrefix), "-")
+		if n, err := strconv.Atoi(pid); err == nil && syscall.Kill(n, 0) != nil {
+			removeStage(d)
+		}
 	}
 }

@@ -83,7 +83,10 @@ func (s *Service) runCommand(parent context.Context, dir, command string, env []
 	// Pdeathsig: a runner killed with -9 takes its command with it (bwrap's
 	// --die-with-parent then ends the whole sandbox; the call is redelivered
 	// and reported as outcome unknown).
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	cmd.SysProcAttr.Setpgid, cmd.SysProcAttr.Pdeathsig = true, syscall.SIGKILL
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	// Children that keep the output pipe open must not hold us past the kill.
 	cmd.WaitDelay = 2 * time.Second

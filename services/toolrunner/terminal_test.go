@@ -120,3 +120,34 @@ func TestTerminalWaitAndBackgroundJobsBehaveAsInAShell(t *testing.T) {
 	require.Equal(t, "b\na\ndone\n", r.Output)
 	require.Less(t, time.Since(start), 5*time.Second)
 }
+
+func TestToolOutputNeverShowsARunOfAProviderKey(t *testing.T) {
+	// The key itself never reaches a command; but a file in the workspace
+	// (a .env, a log of an earlier run, a provider's error saved to disk)
+	// may hold it, whole or in part, without its prefix.
+	const key = "sk-proj-Qw3rTy7uIoP0aSdFgHjKl9ZxCvBnM4"
+	h := newIdleHarness(t, heraldtest.StartBus(t))
+	deps := depsFor(h.bus.NC, h.bus.JS, t)
+	deps.Config.Primary.APIKey = key
+	svc, err := New(h.cfg, deps)
+	require.NoError(t, err)
+	require.NoError(t, svc.Start(context.Background()))
+	t.Cleanup(func() { _ = svc.Shutdown(context.Background()) })
+
+	fragment := key[10:30] // 20 characters from the middle
+	saved := "401 Unauthorized: Incorrect API key provided: ..." + fragment + "...\nthe rest of the log\n"
+	require.NoError(t, os.WriteFile(filepath.Join(h.cfg.WorkspaceRoot, "provider.log"), []byte(saved), 0o644))
+	outs := []string{
+		h.call("read_file", map[string]any{"path": "provider.log"}).GetContent(),
+		h.call("terminal", map[string]any{"command": "cat provider.log; echo " + key[8:] + "; printf '%s' " + key[3:15]}).GetContent(),
+		h.call("search_files", map[string]any{"pattern": "Incorrect"}).GetContent(),
+		h.call("execute_code", map[string]any{"code": "print(open('provider.log').read())"}).GetContent(),
+	}
+	for i, out := range outs {
+		require.Contains(t, out, "Incorrect API key provided", "call %d ran: %s", i, out)
+		for j := 0; j+12 <= len(key); j++ {
+			require.NotContains(t, out, key[j:j+12], "call %d showed a run of the key: %s", i, out)
+		}
+		require.Contains(t, out, "[redacted]", "call %d", i)
+	}
+}
