@@ -64,7 +64,7 @@ func BenchmarkClassifyCommand(b *testing.B) {
 			n := float64(b.N * len(commands))
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/n, "ns/command")
 			// CPU time holds on a busy machine where wall time does not.
-			b.ReportMetric(float64((processCPU() - cpu).Nanoseconds())/n, "cpu-ns/command")
+			b.ReportMetric(float64((processCPU()-cpu).Nanoseconds())/n, "cpu-ns/command")
 		})
 	}
 }
