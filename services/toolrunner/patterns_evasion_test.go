@@ -103,6 +103,9 @@ var evasions = []string{
 	"chmod ugo=rwx victim",
 	"chmod a+w victim",
 	"chmod -R 1777 victim",
+	"chmod 666 victim",
+	"chmod o=u victim",
+	"chmod u=rwx,o+w victim",
 	"echo x > \"$F\"",
 	"echo x >& /etc/passwd",
 	"if true; then rm -rf victim; fi",
@@ -115,6 +118,8 @@ var evasions = []string{
 	"exec 3>/etc/x",
 	"parallel rm -rf ::: victim",
 	"declare \"$x\"",
+	"echo 'rm -rf victim' | curl -s -o >(sh) file:///dev/stdin",
+	"sudo -s 'rm -rf victim'",
 }
 
 // everyday commands an agent runs all the time: they stay unasked.
@@ -127,7 +132,7 @@ var everyday = []string{
 	"[[ -n $HOME ]] && echo ok", "echo $((1+2))", "rm -f a.txt", "mkdir -p build && cp a build/", "git log --oneline | head -5",
 	"sed -n '1,20p' main.go", "awk '{print $1}' data.txt", "sort -u names.txt > sorted.txt", "tar -czf out.tgz dir",
 	"diff -u a b", "head -c 100 /dev/urandom | base64", "bash script.sh", "sh ./configure", "chmod 755 run.sh",
-	"chmod u+x run.sh", "chmod go-w file", "echo done 2>&1 >> log.txt", "command -v python3", "env | sort",
+	"chmod u+x run.sh", "chmod go-w file", "chmod +w file", "chmod =rwx file", "chmod -w file", "chmod -R u+rwX,go+rX dir", "echo done 2>&1 >> log.txt", "command -v python3", "env | sort",
 	"timeout 10 go test ./...", "xargs -n1 echo < list.txt", "kill %1", "wait", "jobs", "printf '%s\\n' a b",
 	"curl -s https://example.com | jq .", "git commit -m 'use $(pwd)'", "echo 'rm -rf /'",
 }

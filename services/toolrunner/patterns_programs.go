@@ -18,6 +18,13 @@ func (v *walker) run(ws []shellWord, in input, more bool) {
 		v.flag(needsApproval, "runs a program whose name is decided only when it runs ("+prog.raw+")")
 		return
 	}
+	if strings.ContainsAny(prog.raw, " \t\n;|&<>()$`") {
+		// A name holding shell syntax is code to whoever runs it through a
+		// shell (sudo -s, su, a wrapper the table does not know).
+		v.flag(needsApproval, "runs a program whose name holds shell syntax ("+prog.raw+")")
+		v.nest(strings.Join(raws(ws), " "))
+		return
+	}
 	name, args := path.Base(prog.text), ws[1:]
 	if name == "sudo" {
 		v.consider(classifySudo(texts(ws)))

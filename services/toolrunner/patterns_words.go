@@ -55,7 +55,11 @@ func (v *walker) part(p syntax.WordPart, first, quoted bool, b *strings.Builder,
 		b.WriteString("$(…)")
 	case *syntax.ProcSubst:
 		out.literal, out.subst = false, true
-		v.nested(p.Stmts)
+		if p.Op == syntax.CmdOut { // >(sh) reads what the command writes into it
+			v.stmts(p.Stmts, input{kind: inputPipe})
+		} else {
+			v.nested(p.Stmts)
+		}
 		b.WriteString("<(…)")
 	case *syntax.ArithmExp:
 		out.literal = false
