@@ -14,6 +14,8 @@ SPAWN_PREFIX = ("os.exec", "os.spawn", "subprocess.")
 DYNAMIC = {"exec", "eval", "compile", "__import__", "importlib.import_module", "importlib.__import__",
            "builtins.exec", "builtins.eval", "builtins.compile", "builtins.__import__", "globals", "locals",
            "pickle.loads", "pickle.load", "marshal.loads", "types.FunctionType", "types.CodeType",
+           "gc.get_objects", "gc.get_referrers", "gc.get_referents", "sys._getframe", "inspect.currentframe",
+           "inspect.stack",
            "sys.modules", "runpy.run_path", "runpy.run_module", "code.interact", "code.InteractiveInterpreter",
            "code.InteractiveConsole", "builtins.getattr", "operator.attrgetter", "operator.methodcaller"}
 NATIVE = {"ctypes", "cffi", "_ctypes", "_posixsubprocess", "posix", "_thread"}
@@ -21,9 +23,13 @@ WATCHED_MODULES = {"os", "shutil", "subprocess", "pty", "pathlib", "posix", "bui
                    "sys", "ctypes", "asyncio", "multiprocessing", "runpy", "code", "operator"}
 # Methods with these names delete or change permissions whatever object
 # they are called on (pathlib.Path.unlink, Path.rmdir, Path.chmod...).
-METHODS = {"unlink", "rmdir", "chmod", "lchmod", "rmtree", "chown", "lchown"}
+METHODS = {"unlink", "rmdir", "chmod", "lchmod", "rmtree", "chown", "lchown", "removedirs", "system", "popen",
+           "execv", "execve", "execvp", "execvpe", "execl", "execle", "execlp", "execlpe", "spawnv", "spawnve",
+           "spawnvp", "spawnvpe", "spawnl", "spawnle", "spawnlp", "spawnlpe", "posix_spawn", "posix_spawnp",
+           "check_output", "check_call", "Popen", "getoutput", "getstatusoutput"}
 DUNDERS = {"__builtins__", "__globals__", "__subclasses__", "__getattribute__", "__code__",
-           "__loader__", "__import__", "__bases__", "__mro__"}
+           "__loader__", "__import__", "__bases__", "__mro__", "f_globals", "f_locals", "f_builtins",
+           "f_back", "gi_frame", "cr_frame", "tb_frame"}
 
 
 class Check(ast.NodeVisitor):
@@ -70,6 +76,15 @@ class Check(ast.NodeVisitor):
             self.names[a.asname or a.name.split(".")[0]] = a.name if a.asname else a.name.split(".")[0]
             self.judge(node, a.name if a.name.split(".")[0] in NATIVE else None)
 
+    def from_plain_module(self, node):
+        # platform.system(), json.x: a method of a module the check does not
+        # watch. Anything else (a variable, a call's result) may be os.
+        while isinstance(node, ast.Attribute):
+            node = node.value
+        if not isinstance(node, ast.Name) or node.id not in self.names:
+            return False
+        return self.names[node.id].split(".")[0] not in WATCHED_MODULES
+
     def visit_ImportFrom(self, node):
         mod = ("." * node.level) + (node.module or "")
         for a in node.names:
@@ -90,8 +105,8 @@ class Check(ast.NodeVisitor):
             self.flag(node, "reaches objects through " + node.attr)
         elif self.judge(node, self.qualname(node)):
             pass
-        elif node.attr in METHODS:
-            self.flag(node, "deletes files or changes their permissions: ." + node.attr + "()")
+        elif node.attr in METHODS and not self.from_plain_module(node.value):
+            self.flag(node, "deletes files, changes permissions or starts processes: ." + node.attr + "()")
         self.generic_visit(node)
 
     def visit_Name(self, node):

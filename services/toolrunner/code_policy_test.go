@@ -42,6 +42,8 @@ var programAttacks = map[string]string{
 	"map over remove":      "import os\nlist(map(os.remove, ['victim/keep.txt']))\nos.rmdir('victim')",
 	"sys.modules":          "import sys, shutil\nsys.modules['shutil'].rmtree('victim')",
 	"builtins subclasses":  "import subprocess\n[c for c in ().__class__.__bases__[0].__subclasses__() if c.__name__ == 'Popen'][0](['rm', '-rf', 'victim']).wait()",
+	"os found by gc":       "import gc\nm = [o for o in gc.get_objects() if getattr(o, '__name__', '') == 'posix'][0]\nm.system('rm -rf victim')",
+	"os from a frame":      "import sys\nsys._getframe().f_globals['__builtins__']['__import__']('shutil').rmtree('victim')",
 	"asyncio subprocess":   "import asyncio\nasync def m():\n    p = await asyncio.create_subprocess_exec('rm', '-rf', 'victim')\n    await p.wait()\nasyncio.run(m())",
 }
 
@@ -54,6 +56,8 @@ var everydayPrograms = []string{
 	"with open('notes.txt', 'w') as f:\n    f.write('x')\nprint(open('notes.txt').read())",
 	"class A:\n    def __repr__(self):\n        return type(self).__name__ + str(self.__dict__)\nprint(A())",
 	"import os\nprint(os.getcwd(), os.path.join('a', 'b'))",
+	"import platform\nprint(platform.system())",
+	"xs = [1, 2, 3]\nxs.remove(2)\nprint(xs)",
 	"def f(:\n  pass", // does not parse: python refuses it, nothing runs
 }
 
