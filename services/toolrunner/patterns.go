@@ -51,16 +51,35 @@ func classifyLine(command string, depth int) classification {
 			worst = c
 		}
 	}
-	consider(classifyWhole(command, flat))
 	parsed, ok := classifyParsed(command, depth)
 	consider(parsed)
-	if !ok {
-		for _, part := range splitCommands(flat) {
-			consider(classifySudo(strings.Fields(part)))
+	if ok {
+		consider(classifyWhole(command, flat))
+	} else {
+		consider(classifyWords(command))
+	}
+	return worst
+}
+
+// classifyWords is the check before commands were parsed: patterns over
+// the line split at separators, with quotes and wrappers stripped. It
+// stands behind the parser where the parser gives up (a line that does not
+// parse, nesting or work beyond its bounds), so what it blocks stays
+// blocked there.
+func classifyWords(command string) classification {
+	command = visibleCommand(command)
+	flat := normalizeCommand(command)
+	worst := classifyWhole(command, flat)
+	consider := func(c classification) {
+		if c.verdict > worst.verdict {
+			worst = c
 		}
-		for _, seg := range segments(flat) {
-			consider(classifySegment(seg))
-		}
+	}
+	for _, part := range splitCommands(flat) {
+		consider(classifySudo(strings.Fields(part)))
+	}
+	for _, seg := range segments(flat) {
+		consider(classifySegment(seg))
 	}
 	return worst
 }

@@ -2,7 +2,6 @@ package toolrunner
 
 import (
 	"context"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -11,27 +10,6 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
 )
-
-// classifyByWords is the classifier before approvals parsed commands
-// (issue 26): word splitting and patterns over the flattened line. It is
-// kept here, from the same helpers, as the benchmark's baseline.
-func classifyByWords(command string) classification {
-	command = visibleCommand(command)
-	flat := normalizeCommand(command)
-	worst := classifyWhole(command, flat)
-	consider := func(c classification) {
-		if c.verdict > worst.verdict {
-			worst = c
-		}
-	}
-	for _, part := range splitCommands(flat) {
-		consider(classifySudo(strings.Fields(part)))
-	}
-	for _, seg := range segments(flat) {
-		consider(classifySegment(seg))
-	}
-	return worst
-}
 
 // benchCommands: the everyday commands, the evasions and Hermes' tables,
 // each classified once per iteration (ns/command is per command).
@@ -52,7 +30,7 @@ func BenchmarkClassifyCommand(b *testing.B) {
 	for _, c := range []struct {
 		name     string
 		classify func(string) classification
-	}{{"parsed", classifyCommand}, {"words-before", classifyByWords}} {
+	}{{"parsed", classifyCommand}, {"words-before", classifyWords}} {
 		b.Run(c.name, func(b *testing.B) {
 			b.ReportAllocs()
 			cpu := processCPU()

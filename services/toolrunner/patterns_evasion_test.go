@@ -184,6 +184,9 @@ func TestBlockedCommandsStayBlockedThroughLiteralIndirection(t *testing.T) {
 		"timeout -s KILL 5 rm -rf /", "f() { rm -rf /; }", "echo / | xargs rm -rf /", "su -c 'reboot'",
 		"watch reboot", "trap 'rm -rf /' EXIT", "x=$(rm -rf /)", "cat <(shutdown now)", "echo ${x:-$(reboot)}",
 		"chmod -R a=rwx /", "chmod -R 777 /",
+		// Where the parser gives up, the word check still blocks.
+		"rm -rf /\necho (", strings.Repeat("nice ", 5000) + "ls; rm -rf /",
+		nestedShells("rm -rf /", maxNesting+1),
 	} {
 		require.Equal(t, alwaysBlocked, classifyCommand(cmd).verdict, "%q", cmd)
 	}
@@ -191,10 +194,7 @@ func TestBlockedCommandsStayBlockedThroughLiteralIndirection(t *testing.T) {
 
 // Deep or huge lines cost bounded work and fail closed.
 func TestPathologicalLinesFailClosed(t *testing.T) {
-	deep := "ls"
-	for range maxNesting + 1 {
-		deep = "sh -c " + shellQuote(deep)
-	}
+	deep := nestedShells("ls", maxNesting+1)
 	require.Less(t, len(deep), maxLine)
 	require.Equal(t, needsApproval, classifyCommand(deep).verdict)
 	require.Equal(t, needsApproval, classifyCommand(strings.Repeat("nice ", 5000)+"ls").verdict)
@@ -203,6 +203,13 @@ func TestPathologicalLinesFailClosed(t *testing.T) {
 		require.Equal(t, alwaysBlocked, got.verdict)
 		require.Contains(t, got.reason, "more than the approval check reads")
 	}
+}
+
+func nestedShells(command string, n int) string {
+	for range n {
+		command = "sh -c " + shellQuote(command)
+	}
+	return command
 }
 
 func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }

@@ -81,7 +81,7 @@ func classifyParsed(command string, depth int) (c classification, ok bool) {
 	v := &walker{depth: depth, steps: &steps}
 	v.stmts(f.Stmts, input{})
 	v.lineRules()
-	return v.worst, true
+	return v.worst, steps <= maxSteps
 }
 
 // lineRules flag text that the line may evaluate as code: bash runs the
@@ -102,6 +102,7 @@ func (v *walker) lineRules() {
 func (v *walker) nest(code string) {
 	if v.depth >= maxNesting {
 		v.flag(needsApproval, "nests shell code too deeply to judge")
+		v.consider(classifyWords(code))
 		return
 	}
 	v.consider(classifyLine(code, v.depth+1))
