@@ -23,6 +23,8 @@ options:
 		case !a.literal:
 			v.flag(needsApproval, "starts "+name+" with options decided only when it runs ("+a.raw+")")
 			return
+		case a.raw == "":
+			break options
 		case a.raw == "--" || a.raw == "-":
 			i++
 			break options
