@@ -63,6 +63,7 @@ require (
 	golang.org/x/sync v0.23.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
 	golang.org/x/time v0.16.0 // indirect
+	mvdan.cc/sh/v3 v3.14.1 // indirect
 )
 
 replace (

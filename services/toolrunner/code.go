@@ -52,6 +52,9 @@ func (s *Service) executeCode(ctx context.Context, c *call) outcome {
 	if _, err := exec.LookPath(lim.Python); err != nil {
 		return failed(fmt.Errorf("execute_code needs python3 (%s) on the tool runner, and there is none", lim.Python))
 	}
+	if denied, ok := s.approveProgram(ctx, c, a.Code); !ok {
+		return denied
+	}
 	br, err := s.openBridge(ctx, c, a.Code)
 	if err != nil {
 		return failed(err)

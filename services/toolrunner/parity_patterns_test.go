@@ -111,17 +111,23 @@ func TestParitySafeCommandsRunWithoutApproval(t *testing.T) {
 }
 
 // Herald differs on these AP "dangerous" examples: it looks inside `sh -c`
-// and judges the command there (bash -c 'rm -rf /' is blocked), and it does
-// not ask before an interpreter runs code (-c, -e, a heredoc, a script made
-// executable): python3 script.py would do the same unasked, so asking
-// protects nothing; the sandbox and workspace confinement are the guard.
+// and judges the command there (bash -c 'rm -rf /' is blocked, bash -c
+// 'echo pwned' runs), and a script file runs unasked (python3 script.py,
+// ./script.sh): the sandbox and workspace confinement are the guard there.
 var parityHeraldRunsUnasked = []string{
 	"bash -c 'echo pwned'", "bash -lc 'echo pwned'", "bash -c \\\n'echo pwned'", "ksh -c 'echo test'",
-	"python3 << 'EOF'\nimport os\nEOF", "perl <<'END'\nprint 1\nEND", "node << 'JS'\nconsole.log(1)\nJS",
-	"python3 -c 'import os'", "chmod +x script.sh; ./script.sh",
+	"chmod +x script.sh; ./script.sh",
 	// A project's config.yaml is not a secrets file to Herald (Hermes guards
 	// its own config.yaml, and any by that name).
 	"echo mode: prod > deploy/config.yaml", "mv tmp/generated.yaml config/config.yaml",
+}
+
+// Hermes asks before these, and so does Herald since approvals fail closed
+// (docs/APPROVALS.md): inline interpreter code, on the command line or in a
+// here-document, is code the classifier does not read.
+var parityInlineCodeAsks = []string{
+	"python3 << 'EOF'\nimport os\nEOF", "perl <<'END'\nprint 1\nEND", "node << 'JS'\nconsole.log(1)\nJS",
+	"python3 -c 'import os'",
 }
 
 // And on this AP "safe" example: Herald asks before killing any process by
@@ -133,6 +139,9 @@ func TestParityInterpretersRunUnasked_HeraldDiffers(t *testing.T) {
 		require.Equal(t, safeCommand, classifyCommand(cmd).verdict, "%q", cmd)
 	}
 	require.Equal(t, alwaysBlocked, classifyCommand("bash -c 'rm -rf /'").verdict, "the inner command is judged")
+	for _, cmd := range parityInlineCodeAsks {
+		require.Equal(t, needsApproval, classifyCommand(cmd).verdict, "%q", cmd)
+	}
 	for _, cmd := range parityHeraldAsks {
 		require.Equal(t, needsApproval, classifyCommand(cmd).verdict, "%q", cmd)
 	}

@@ -1,6 +1,7 @@
 package toolrunner
 
 import (
+	"fmt"
 	"path"
 	"regexp"
 	"strings"
@@ -21,12 +22,28 @@ type classification struct {
 	reason  string
 }
 
-// classifyCommand looks at every simple command in a shell line (split on
-// && || ; | & newlines and substitutions), after stripping quotes and
-// wrappers such as sudo, env, nohup and `bash -c`, so spacing, quoting and
-// chaining do not hide a dangerous command. The strictest verdict wins.
+// classifyCommand judges a terminal command before it runs. The line is
+// parsed as bash parses it and every simple command in the tree is judged
+// (see patterns_shell.go); the whole-line patterns below catch what spans
+// commands. A line that does not parse fails closed: it needs approval,
+// and the old word-splitting rules still block what they recognise.
 func classifyCommand(command string) classification {
+	return classifyLine(command, 0)
+}
+
+// maxLine and maxBrackets bound the line the classifier reads: its cost
+// grows faster than the line with deep nesting, and a line it cannot read
+// must not run, even with approvals off (padding would hide rm -rf /).
+const (
+	maxLine     = 64 << 10
+	maxBrackets = 1024
+)
+
+func classifyLine(command string, depth int) classification {
 	command = visibleCommand(command)
+	if len(command) > maxLine || strings.Count(command, "(")+strings.Count(command, "{")+strings.Count(command, "`") > maxBrackets {
+		return classification{alwaysBlocked, fmt.Sprintf("is longer than %d KiB or nests more than %d brackets, more than the approval check reads (put long content in a file with write_file)", maxLine>>10, maxBrackets)}
+	}
 	flat := normalizeCommand(command)
 	worst := classification{}
 	consider := func(c classification) {
@@ -34,7 +51,30 @@ func classifyCommand(command string) classification {
 			worst = c
 		}
 	}
-	consider(classifyWhole(command, flat))
+	parsed, ok := classifyParsed(command, depth)
+	consider(parsed)
+	if ok {
+		consider(classifyWhole(command, flat))
+	} else {
+		consider(classifyWords(command))
+	}
+	return worst
+}
+
+// classifyWords is the check before commands were parsed: patterns over
+// the line split at separators, with quotes and wrappers stripped. It
+// stands behind the parser where the parser gives up (a line that does not
+// parse, nesting or work beyond its bounds), so what it blocks stays
+// blocked there.
+func classifyWords(command string) classification {
+	command = visibleCommand(command)
+	flat := normalizeCommand(command)
+	worst := classifyWhole(command, flat)
+	consider := func(c classification) {
+		if c.verdict > worst.verdict {
+			worst = c
+		}
+	}
 	for _, part := range splitCommands(flat) {
 		consider(classifySudo(strings.Fields(part)))
 	}
@@ -55,10 +95,22 @@ func normalizeCommand(command string) string {
 
 var separators = regexp.MustCompile("&&|\\|\\||[;|&\n`(){}]|\\$\\(")
 
-// callBefore matches a word written right before a "(": a function call
+// callBefore is the word written right before a "(": a function call
 // such as print("shutdown") in an interpreter's code, whose argument is
 // not a command. Shell keywords before "(" (then(rm -rf /)) still open one.
-var callBefore = regexp.MustCompile(`([a-z0-9_.]+)$`)
+// (A backward scan: a regexp anchored at the end would rescan the line
+// for every "(", quadratic in its length.)
+func callBefore(s string) string {
+	i := len(s)
+	for i > 0 {
+		c := s[i-1]
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_' || c == '.') {
+			break
+		}
+		i--
+	}
+	return s[i:]
+}
 
 var shellKeywords = map[string]bool{"then": true, "do": true, "else": true, "elif": true, "if": true,
 	"while": true, "until": true, "time": true, "exec": true}
@@ -70,7 +122,7 @@ func splitCommands(flat string) []string {
 	start := 0
 	for _, m := range separators.FindAllStringIndex(flat, -1) {
 		if flat[m[0]:m[1]] == "(" {
-			if w := callBefore.FindString(flat[:m[0]]); w != "" && !shellKeywords[w] {
+			if w := callBefore(flat[:m[0]]); w != "" && !shellKeywords[w] {
 				continue
 			}
 		}
@@ -93,11 +145,9 @@ func segments(flat string) []string {
 }
 
 // wrappers run the command that follows them; their own flags are skipped.
-var wrappers = map[string]bool{"sudo": true, "doas": true, "env": true, "nohup": true, "nice": true,
+var segmentWrappers = map[string]bool{"sudo": true, "doas": true, "env": true, "nohup": true, "nice": true,
 	"time": true, "command": true, "exec": true, "builtin": true, "xargs": true, "eval": true,
 	"timeout": true, "stdbuf": true, "ionice": true, "su": true, "setsid": true}
-
-var shells = map[string]bool{"sh": true, "bash": true, "zsh": true, "dash": true, "ksh": true}
 
 func stripWrappers(words []string) []string {
 	for len(words) > 0 {
@@ -105,7 +155,7 @@ func stripWrappers(words []string) []string {
 		switch {
 		case strings.Contains(w, "=") && !strings.HasPrefix(w, "-"):
 			words = words[1:] // VAR=value
-		case wrappers[w]:
+		case segmentWrappers[w]:
 			words = skipFlags(words[1:], w == "timeout")
 		case shells[w] && len(words) > 1 && strings.HasPrefix(words[1], "-") && strings.Contains(words[1], "c"):
 			words = words[2:]

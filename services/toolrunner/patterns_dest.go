@@ -76,14 +76,24 @@ func classifyDestinations(flat string) classification {
 		targets = append(targets, writtenFiles(strings.Fields(seg))...)
 	}
 	for _, t := range targets {
-		switch {
-		case strings.HasPrefix(t, "/dev/") && deviceWrite.MatchString(">"+t):
-			return classification{alwaysBlocked, "writes onto a block device"}
-		case sensitiveFile.MatchString(t):
-			return classification{needsApproval, "overwrites a login, shell start-up or credential file (" + t + ")"}
-		case projectEnvFile.MatchString(t):
-			return classification{needsApproval, "overwrites a .env file of secrets (" + t + ")"}
+		if c := classifyTarget(t); c.verdict != safeCommand {
+			return c
 		}
+	}
+	return classification{}
+}
+
+// classifyTarget judges one file a command writes.
+func classifyTarget(t string) classification {
+	switch {
+	case strings.HasPrefix(t, "/dev/") && deviceWrite.MatchString(">"+t):
+		return classification{alwaysBlocked, "writes onto a block device"}
+	case sensitiveFile.MatchString(t):
+		return classification{needsApproval, "overwrites a login, shell start-up or credential file (" + t + ")"}
+	case projectEnvFile.MatchString(t):
+		return classification{needsApproval, "overwrites a .env file of secrets (" + t + ")"}
+	case strings.HasPrefix(t, "/etc/"):
+		return classification{needsApproval, "overwrites system configuration under /etc"}
 	}
 	return classification{}
 }
@@ -120,4 +130,63 @@ func nonFlags(words []string) []string {
 		}
 	}
 	return out
+}
+
+// chmodOptions are chmod's own options; any other word starting with "-"
+// is a mode (chmod -w file).
+var chmodOptions = set("-R", "-f", "-v", "-c", "--recursive", "--silent", "--quiet", "--verbose", "--changes",
+	"--no-preserve-root", "--preserve-root", "-Rf", "-fR", "-Rv", "-vR", "-Rc", "-cR")
+
+var (
+	symbolicMode  = regexp.MustCompile(`^[ugoa]*([-+=][rwxXstugo]*)+$`)
+	numericMode   = regexp.MustCompile(`^[0-7]{1,4}$`)
+	modeOperation = regexp.MustCompile(`[-+=][rwxXstugo]*`)
+)
+
+// classifyChmod reads chmod's mode, numeric or symbolic, and flags one that
+// lets everyone write (o+w, a=rwx, 777, 1777, 0666); on / recursively it is
+// never allowed. Without who (chmod +w) the umask applies: not flagged.
+func classifyChmod(words []string) classification {
+	recursive, mode, targets := false, "", []string{}
+	for _, w := range words {
+		switch {
+		case chmodOptions[w] || strings.HasPrefix(w, "--"):
+			recursive = recursive || strings.Contains(w, "R") || w == "--recursive"
+		case mode == "":
+			mode = w
+		default:
+			targets = append(targets, w)
+		}
+	}
+	if !worldWritable(mode) {
+		return classification{}
+	}
+	for _, t := range targets {
+		if recursive && isRootTarget(t) {
+			return classification{alwaysBlocked, "opens the whole filesystem to everyone (chmod -R " + mode + " /)"}
+		}
+	}
+	return classification{needsApproval, "makes files writable by everyone (chmod " + mode + ")"}
+}
+
+func worldWritable(mode string) bool {
+	if numericMode.MatchString(mode) {
+		last := mode[len(mode)-1] - '0'
+		return last&2 != 0
+	}
+	for _, clause := range strings.Split(mode, ",") {
+		if !symbolicMode.MatchString(clause) {
+			continue
+		}
+		who := clause[:len(clause)-len(strings.TrimLeft(clause, "ugoa"))]
+		if !strings.ContainsAny(who, "oa") {
+			continue
+		}
+		for _, op := range modeOperation.FindAllString(clause[len(who):], -1) {
+			if op[0] != '-' && strings.ContainsAny(op[1:], "wugo") {
+				return true
+			}
+		}
+	}
+	return false
 }
