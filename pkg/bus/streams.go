@@ -37,7 +37,16 @@ const (
 	// BucketToolSets holds the tool sets LLM requests refer to by digest
 	// (pkg/toolset).
 	BucketToolSets = "herald_toolsets"
+	// BucketAPIKeys holds the api service's keys: id, name, tenant and the
+	// key's SHA-256, never the key itself.
+	BucketAPIKeys = "herald_api_keys"
+	// BucketAPIRuns holds the api service's runs and which tenant owns each
+	// session it started.
+	BucketAPIRuns = "herald_api_runs"
 )
+
+// APIRunTTL is how long the api service remembers a run.
+const APIRunTTL = 30 * day
 
 // ToolSetTTL is how long a stored tool set lives unless it is stored again;
 // the loop stores each set it uses at least once a day (pkg/toolset).
@@ -125,6 +134,10 @@ func Buckets(replicas int) []jetstream.KeyValueConfig {
 			Description: "accounting sink insert leases"},
 		{Bucket: BucketToolSets, History: 1, TTL: ToolSetTTL, Storage: jetstream.FileStorage, Replicas: replicas,
 			Description: "tool sets LLM requests refer to by digest"},
+		{Bucket: BucketAPIKeys, History: 1, Storage: jetstream.FileStorage, Replicas: replicas,
+			Description: "api keys: hashes, names and tenants"},
+		{Bucket: BucketAPIRuns, History: 1, TTL: APIRunTTL, Storage: jetstream.FileStorage, Replicas: replicas,
+			Description: "api runs and session owners"},
 	}
 }
 

@@ -1,0 +1,82 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"strings"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// principal is who a request acts for: a key bound to a tenant, or, while
+// no key exists, a loopback client bound to none.
+type principal struct {
+	key Key
+}
+
+func (p principal) keyed() bool { return p.key.ID != "" }
+
+// authenticate applies the access rule: while no key exists the API answers
+// loopback clients only and ignores bearer tokens; once one exists every
+// request needs a valid key, loopback included. Keys are read per request,
+// so a revoked key is refused at once.
+func (s *Service) authenticate(r *http.Request) (principal, error) {
+	ctx := r.Context()
+	if secret, ok := bearer(r); ok {
+		k, err := lookupSecret(ctx, s.keys, secret)
+		if err == nil {
+			return principal{key: k}, nil
+		}
+		if !errors.Is(err, ErrNoSuchKey) {
+			return principal{}, errors.Join(errUnavailable, err)
+		}
+	}
+	any, err := anyKey(ctx, s.keys)
+	if err != nil {
+		return principal{}, errors.Join(errUnavailable, err)
+	}
+	if any {
+		if _, ok := bearer(r); ok {
+			return principal{}, unauthorized("the API key is not valid (revoked, mistyped or never issued)")
+		}
+		return principal{}, unauthorized("this Herald requires an API key: send Authorization: Bearer <key> (herald keys create)")
+	}
+	if !loopback(r.RemoteAddr) {
+		return principal{}, forbidden("loopback_only",
+			"no API key exists yet, so this Herald answers loopback clients only: create one with herald keys create --tenant T")
+	}
+	return principal{}, nil
+}
+
+// anyKey says whether the keys bucket holds at least one key.
+func anyKey(ctx context.Context, kv jetstream.KeyValue) (bool, error) {
+	lister, err := kv.ListKeys(ctx)
+	if err != nil {
+		return false, err
+	}
+	defer func() { _ = lister.Stop() }()
+	for range lister.Keys() {
+		return true, nil
+	}
+	return false, ctx.Err()
+}
+
+func bearer(r *http.Request) (string, bool) {
+	h := r.Header.Get("Authorization")
+	scheme, token, ok := strings.Cut(h, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(token) == "" {
+		return "", false
+	}
+	return strings.TrimSpace(token), true
+}
+
+func loopback(remote string) bool {
+	host, _, err := net.SplitHostPort(remote)
+	if err != nil {
+		host = remote
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
