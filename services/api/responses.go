@@ -8,8 +8,10 @@ type reasoningParam struct {
 	Summary string `json:"summary,omitempty"`
 }
 
-func (s *Service) createResponse(w http.ResponseWriter, r *http.Request, p principal) error { return nil }
-func (s *Service) getResponse(w http.ResponseWriter, r *http.Request, p principal) error    { return nil }
+func (s *Service) createResponse(w http.ResponseWriter, r *http.Request, p principal) error {
+	return nil
+}
+func (s *Service) getResponse(w http.ResponseWriter, r *http.Request, p principal) error { return nil }
 func (s *Service) chatCompletions(w http.ResponseWriter, r *http.Request, p principal) error {
 	return nil
 }

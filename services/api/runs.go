@@ -86,7 +86,7 @@ func (s *Service) startRun(ctx context.Context, p principal, rn *run) (int, erro
 	pos, ready, err := s.adm.admit(t)
 	if errors.Is(err, errOverLimit) {
 		return 0, &apiError{status: http.StatusTooManyRequests, typ: typeRateLimit, code: "concurrency_limit_exceeded",
-			message: fmt.Sprintf("tenant %q (or this key) already has as many runs going as it may; retry when one finishes", rn.Tenant),
+			message:    fmt.Sprintf("tenant %q (or this key) already has as many runs going as it may; retry when one finishes", rn.Tenant),
 			retryAfter: retryAfter}
 	}
 	rn.Status = StatusRunning
