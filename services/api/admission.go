@@ -21,6 +21,7 @@ type ticket struct {
 type waiter struct {
 	ticket
 	ready chan struct{}
+	pos   int // the position it was last told
 }
 
 // admission holds runs to their key's and tenant's max_concurrent_runs.
@@ -58,7 +59,8 @@ func (a *admission) admit(t ticket) (int, <-chan struct{}, error) {
 	}
 	w := &waiter{ticket: t, ready: make(chan struct{})}
 	a.queue = append(a.queue, w)
-	return a.position(t, len(a.queue)-1), w.ready, nil
+	w.pos = a.position(t, len(a.queue)-1)
+	return w.pos, w.ready, nil
 }
 
 // release frees the run's slot (a no-op for a run holding none) and admits
@@ -95,7 +97,7 @@ func (a *admission) withdraw(runID string) bool {
 }
 
 // admitWaiters admits every waiter that fits, in order, and returns the
-// new positions of those still waiting.
+// new positions of those still waiting whose position changed.
 func (a *admission) admitWaiters() map[string]int {
 	kept := a.queue[:0]
 	for _, w := range a.queue {
@@ -109,7 +111,10 @@ func (a *admission) admitWaiters() map[string]int {
 	a.queue = kept
 	positions := map[string]int{}
 	for i, w := range a.queue {
-		positions[w.runID] = a.position(w.ticket, i)
+		if pos := a.position(w.ticket, i); pos != w.pos {
+			w.pos = pos
+			positions[w.runID] = pos
+		}
 	}
 	return positions
 }
