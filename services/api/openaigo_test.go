@@ -72,7 +72,7 @@ func TestOpenAIGoSDK(t *testing.T) {
 
 	_, err = client.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{Model: "herald",
 		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("x")},
-		Tools: []openai.ChatCompletionToolUnionParam{openai.ChatCompletionFunctionTool(openai.FunctionDefinitionParam{Name: "f"})}})
+		Tools:    []openai.ChatCompletionToolUnionParam{openai.ChatCompletionFunctionTool(openai.FunctionDefinitionParam{Name: "f"})}})
 	var apiErr *openai.Error
 	require.True(t, errors.As(err, &apiErr), "%v", err)
 	require.Equal(t, http.StatusBadRequest, apiErr.StatusCode)
