@@ -22,7 +22,15 @@ const (
 	StreamUsage           = "USAGE"
 	StreamToolEvents      = "TOOL_EVENTS"
 	StreamDLQ             = "DLQ"
+	// StreamSchedules holds the api service's schedules as JetStream
+	// message schedules (herald.schedule.<id>) and the messages they fire
+	// (herald.schedule.<id>.fire).
+	StreamSchedules = "SCHEDULES"
 )
+
+// ScheduleFireTTL is how long a fired schedule message waits for the api
+// service to turn it into a task.
+const ScheduleFireTTL = 7 * day
 
 // KV buckets.
 const (
@@ -102,7 +110,10 @@ func Streams(replicas int) []jetstream.StreamConfig {
 	usage.MaxBytes, usage.Discard = UsageStreamBytes, jetstream.DiscardNew
 	toolEvents := work(StreamToolEvents, []string{"herald.toolevents.>"})
 	toolEvents.MaxBytes, toolEvents.Discard = UsageStreamBytes, jetstream.DiscardNew
+	schedules := s(StreamSchedules, []string{ScheduleFilter, ScheduleFireFilter}, jetstream.LimitsPolicy, 0)
+	schedules.AllowMsgSchedules, schedules.AllowMsgTTL = true, true
 	return []jetstream.StreamConfig{
+		schedules,
 		work(StreamTasks, []string{TasksSubject, TenantTasksFilter}),
 		read(s(StreamSessions, []string{"herald.session.*.log", "herald.session.*.result", tenantPrefix + "*.session.*.result"}, jetstream.LimitsPolicy, 0)),
 		s(StreamEvents, []string{"herald.session.*.events", tenantPrefix + "*.session.*.events"}, jetstream.LimitsPolicy, day),

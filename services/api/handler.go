@@ -20,6 +20,12 @@ func (s *Service) routes() {
 	route("POST /v1/responses", s.createResponse)
 	route("GET /v1/responses/{id}", s.getResponse)
 	route("POST /v1/chat/completions", s.chatCompletions)
+	route("POST /v1/schedules", s.createSchedule)
+	route("GET /v1/schedules", s.listSchedules)
+	route("GET /v1/schedules/{id}", s.getScheduleRoute)
+	route("DELETE /v1/schedules/{id}", s.removeSchedule)
+	route("POST /v1/schedules/{id}/pause", s.pauseSchedule)
+	route("POST /v1/schedules/{id}/resume", s.resumeSchedule)
 	route("/v1/", func(w http.ResponseWriter, r *http.Request, _ principal) error {
 		return &apiError{status: http.StatusNotFound, typ: typeInvalidRequest, code: "unknown_route",
 			message: fmt.Sprintf("Herald's API has no route %s %s (see docs/API.md)", r.Method, r.URL.Path)}

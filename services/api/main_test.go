@@ -107,7 +107,7 @@ type instance struct {
 
 // startHerald runs `herald up` on a scripted model; yaml, when set, is its
 // herald.yaml.
-func startHerald(t *testing.T, yaml string) *instance {
+func startHerald(t testing.TB, yaml string) *instance {
 	t.Helper()
 	model, err := scripted.Start(script)
 	require.NoError(t, err)
@@ -130,7 +130,7 @@ func startHerald(t *testing.T, yaml string) *instance {
 }
 
 // start runs a herald command for the test's length; it returns what stops it.
-func (h *instance) start(t *testing.T, args ...string) *exec.Cmd {
+func (h *instance) start(t testing.TB, args ...string) *exec.Cmd {
 	t.Helper()
 	cmd := exec.Command(heraldBin, args...)
 	cmd.Dir, cmd.Env = h.dir, h.env
@@ -151,7 +151,7 @@ func (h *instance) start(t *testing.T, args ...string) *exec.Cmd {
 
 // cli runs a herald CLI command against the instance and returns its
 // stdout, stderr and exit code.
-func (h *instance) cli(t *testing.T, args ...string) (string, string, int) {
+func (h *instance) cli(t testing.TB, args ...string) (string, string, int) {
 	t.Helper()
 	cmd := exec.Command(heraldBin, args...)
 	cmd.Dir, cmd.Env = h.dir, h.env
@@ -168,7 +168,7 @@ func (h *instance) cli(t *testing.T, args ...string) (string, string, int) {
 }
 
 // js connects to the instance's NATS, as an outside observer.
-func (h *instance) js(t *testing.T) jetstream.JetStream {
+func (h *instance) js(t testing.TB) jetstream.JetStream {
 	t.Helper()
 	nc, err := nats.Connect(h.NATSURL)
 	require.NoError(t, err)
@@ -178,7 +178,7 @@ func (h *instance) js(t *testing.T) jetstream.JetStream {
 	return js
 }
 
-func freePort(t *testing.T) int {
+func freePort(t testing.TB) int {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
@@ -196,7 +196,7 @@ func pathWithout(binary string) string {
 	return strings.Join(keep, string(os.PathListSeparator))
 }
 
-func waitHTTP(t *testing.T, base string) {
+func waitHTTP(t testing.TB, base string) {
 	t.Helper()
 	require.Eventually(t, func() bool {
 		resp, err := http.Get(base + "/v1/runs/none")

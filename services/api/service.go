@@ -43,6 +43,7 @@ type Service struct {
 	stop    context.CancelFunc
 	wg      sync.WaitGroup
 	sub     *nats.Subscription
+	fires   jetstream.ConsumeContext
 	srv     *http.Server
 	addr    string
 }
@@ -104,6 +105,11 @@ func (s *Service) Start(ctx context.Context) error {
 			return err
 		}
 	}
+	if s.fires, err = s.followFires(ctx); err != nil {
+		cancel()
+		_ = s.sub.Unsubscribe()
+		return err
+	}
 	s.started = true
 	s.requeue(bg)
 	return nil
@@ -138,6 +144,7 @@ func (s *Service) Shutdown(ctx context.Context) error {
 		}
 	}
 	_ = s.sub.Unsubscribe()
+	s.fires.Stop()
 	s.stop()
 	s.wg.Wait()
 	return err

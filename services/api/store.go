@@ -26,6 +26,7 @@ const (
 	kindRun      = "run"
 	kindResponse = "response"
 	kindChat     = "chat"
+	kindSchedule = "schedule"
 )
 
 // run is what the api service remembers of one turn it started.

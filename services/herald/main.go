@@ -72,6 +72,7 @@ Usage:
   herald declare                  create or update the NATS streams (needs a user allowed to)
   herald demo                     the whole system on a built-in scripted model
   herald keys create --tenant T | list | revoke ID   API keys of the HTTP api (docs/API.md)
+  herald schedules add|list|pause|resume|remove   prompts run on a timetable (docs/API.md)
 
 Run 'herald COMMAND -h' for a command's flags.
 `
@@ -108,6 +109,8 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 		return cmdDemo(ctx, args[1:], io)
 	case "keys":
 		return cmdKeys(ctx, args[1:], io)
+	case "schedules":
+		return cmdSchedules(ctx, args[1:], io)
 	case "-h", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return exitOK
