@@ -113,7 +113,6 @@ func Streams(replicas int) []jetstream.StreamConfig {
 	schedules := s(StreamSchedules, []string{ScheduleFilter, ScheduleFireFilter}, jetstream.LimitsPolicy, 0)
 	schedules.AllowMsgSchedules, schedules.AllowMsgTTL = true, true
 	return []jetstream.StreamConfig{
-		schedules,
 		work(StreamTasks, []string{TasksSubject, TenantTasksFilter}),
 		read(s(StreamSessions, []string{"herald.session.*.log", "herald.session.*.result", tenantPrefix + "*.session.*.result"}, jetstream.LimitsPolicy, 0)),
 		s(StreamEvents, []string{"herald.session.*.events", tenantPrefix + "*.session.*.events"}, jetstream.LimitsPolicy, day),
@@ -128,6 +127,7 @@ func Streams(replicas int) []jetstream.StreamConfig {
 		usage,
 		toolEvents,
 		s(StreamDLQ, []string{dlqPrefix + ">"}, jetstream.LimitsPolicy, 0),
+		schedules,
 	}
 }
 
