@@ -50,8 +50,18 @@ func (s *Service) authenticate(r *http.Request) (principal, error) {
 	return principal{}, nil
 }
 
-// anyKey says whether the keys bucket holds at least one key.
+// anyKey says whether the keys bucket holds at least one key. An empty
+// bucket is told by its stream's state (one request); one that holds
+// something may hold only the markers of revoked keys, so its keys are
+// listed.
 func anyKey(ctx context.Context, kv jetstream.KeyValue) (bool, error) {
+	st, err := kv.Status(ctx)
+	if err != nil {
+		return false, err
+	}
+	if st.Values() == 0 {
+		return false, nil
+	}
 	lister, err := kv.ListKeys(ctx)
 	if err != nil {
 		return false, err

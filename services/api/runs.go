@@ -75,11 +75,12 @@ func (s *Service) startRun(ctx context.Context, p principal, rn *run) (int, erro
 	if err := s.bind(p, rn); err != nil {
 		return 0, err
 	}
-	if rn.Task.SessionID == "" {
+	fresh := rn.Task.SessionID == ""
+	if fresh {
 		rn.Task.SessionID = newID("sess_")
 	}
 	rn.SessionID, rn.Task.TaskID, rn.CreatedAt = rn.Task.SessionID, rn.ID, time.Now().UTC()
-	if err := s.runs.claimSession(ctx, p, rn.SessionID, rn.Tenant); err != nil {
+	if err := s.runs.claimSession(ctx, p, rn.SessionID, rn.Tenant, fresh); err != nil {
 		return 0, err
 	}
 	t := ticket{runID: rn.ID, keyID: rn.KeyID, keyLimit: p.key.MaxConcurrent, tenant: rn.Tenant}

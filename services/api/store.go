@@ -109,19 +109,29 @@ func (st *store) get(ctx context.Context, p principal, id string) (*run, error) 
 // claimSession makes sid a session of tenant: a new session is recorded as
 // the tenant's; an existing one must already be. A keyed client can neither
 // reach another tenant's session nor one started outside the api.
-func (st *store) claimSession(ctx context.Context, p principal, sid, tenant string) error {
+func (st *store) claimSession(ctx context.Context, p principal, sid, tenant string, fresh bool) error {
 	owner := sessionOwner{Tenant: tenant, Keyed: p.keyed()}
 	data, _ := json.Marshal(owner)
+	if fresh { // an id the api just made up: nobody can have it yet
+		if _, err := st.kv.Create(ctx, sessionKey(sid), data); err != nil {
+			return errors.Join(errUnavailable, err)
+		}
+		return nil
+	}
 	e, err := st.kv.Get(ctx, sessionKey(sid))
 	switch {
 	case errors.Is(err, jetstream.ErrKeyNotFound):
 		if p.keyed() && st.sessionHasTurns(ctx, sid) {
 			return notFound("session", sid)
 		}
-		if _, err := st.kv.Create(ctx, sessionKey(sid), data); err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
+		_, err := st.kv.Create(ctx, sessionKey(sid), data)
+		if errors.Is(err, jetstream.ErrKeyExists) {
+			return st.claimSession(ctx, p, sid, tenant, false) // read back what won a race
+		}
+		if err != nil {
 			return errors.Join(errUnavailable, err)
 		}
-		return st.claimSession(ctx, p, sid, tenant) // read back what won a race
+		return nil
 	case err != nil:
 		return errors.Join(errUnavailable, err)
 	}
