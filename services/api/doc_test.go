@@ -62,6 +62,8 @@ func TestAPIDocExamples(t *testing.T) {
 		"response.completed",            // the streamed response
 		"echo: What did I say?",         // chat continued in its session
 		`"code":"invalid_task"`,         // the error shape
+		"1h\n",                          // a schedule listed over HTTP
+		"removed sch_",                  // and removed
 		"401\n",                         // keyed: no key, no answer
 		"acme\n",                        // a key's run is its tenant's
 	} {
