@@ -188,6 +188,25 @@ func TestKeysBindTheirTenantAndRevocationIsImmediate(t *testing.T) {
 	resp = call(t, "POST", h.URL+"/v1/runs", beta, map[string]any{"prompt": "hi", "task_id": rc.RunID}, &e)
 	require.Equal(t, http.StatusConflict, resp.StatusCode, "nor take its run id")
 
+	// Schedules are a key's tenant's too.
+	var sc struct{ ID, Tenant string }
+	resp = call(t, "POST", h.URL+"/v1/schedules", acme.Key, map[string]any{"every": "1h", "prompt": "hourly"}, &sc)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Equal(t, "acme", sc.Tenant)
+	resp = call(t, "POST", h.URL+"/v1/schedules", acme.Key, map[string]any{"every": "1h", "prompt": "x", "tenant": "beta"}, &e)
+	require.Equal(t, http.StatusForbidden, resp.StatusCode)
+	var list struct{ Data []map[string]any }
+	call(t, "GET", h.URL+"/v1/schedules", beta, nil, &list)
+	require.Empty(t, list.Data, "beta sees none of acme's schedules")
+	for _, m := range []string{"GET", "DELETE"} {
+		resp = call(t, m, h.URL+"/v1/schedules/"+sc.ID, beta, nil, &e)
+		require.Equal(t, http.StatusNotFound, resp.StatusCode)
+	}
+	resp = call(t, "POST", h.URL+"/v1/schedules/"+sc.ID+"/pause", beta, nil, &e)
+	require.Equal(t, http.StatusNotFound, resp.StatusCode)
+	call(t, "GET", h.URL+"/v1/schedules", acme.Key, nil, &list)
+	require.Len(t, list.Data, 1)
+
 	// Revoked: the very next request is refused.
 	_, _, code = h.cli(t, "keys", "revoke", acme.ID)
 	require.Equal(t, 0, code)
