@@ -22,7 +22,15 @@ const (
 	StreamUsage           = "USAGE"
 	StreamToolEvents      = "TOOL_EVENTS"
 	StreamDLQ             = "DLQ"
+	// StreamSchedules holds the api service's schedules as JetStream
+	// message schedules (herald.schedule.<id>) and the messages they fire
+	// (herald.schedule.<id>.fire).
+	StreamSchedules = "SCHEDULES"
 )
+
+// ScheduleFireTTL is how long a fired schedule message waits for the api
+// service to turn it into a task.
+const ScheduleFireTTL = 7 * day
 
 // KV buckets.
 const (
@@ -37,7 +45,16 @@ const (
 	// BucketToolSets holds the tool sets LLM requests refer to by digest
 	// (pkg/toolset).
 	BucketToolSets = "herald_toolsets"
+	// BucketAPIKeys holds the api service's keys: id, name, tenant and the
+	// key's SHA-256, never the key itself.
+	BucketAPIKeys = "herald_api_keys"
+	// BucketAPIRuns holds the api service's runs and which tenant owns each
+	// session it started.
+	BucketAPIRuns = "herald_api_runs"
 )
+
+// APIRunTTL is how long the api service remembers a run.
+const APIRunTTL = 30 * day
 
 // ToolSetTTL is how long a stored tool set lives unless it is stored again;
 // the loop stores each set it uses at least once a day (pkg/toolset).
@@ -93,6 +110,8 @@ func Streams(replicas int) []jetstream.StreamConfig {
 	usage.MaxBytes, usage.Discard = UsageStreamBytes, jetstream.DiscardNew
 	toolEvents := work(StreamToolEvents, []string{"herald.toolevents.>"})
 	toolEvents.MaxBytes, toolEvents.Discard = UsageStreamBytes, jetstream.DiscardNew
+	schedules := s(StreamSchedules, []string{ScheduleFilter, ScheduleFireFilter}, jetstream.LimitsPolicy, 0)
+	schedules.AllowMsgSchedules, schedules.AllowMsgTTL = true, true
 	return []jetstream.StreamConfig{
 		work(StreamTasks, []string{TasksSubject, TenantTasksFilter}),
 		read(s(StreamSessions, []string{"herald.session.*.log", "herald.session.*.result", tenantPrefix + "*.session.*.result"}, jetstream.LimitsPolicy, 0)),
@@ -108,6 +127,7 @@ func Streams(replicas int) []jetstream.StreamConfig {
 		usage,
 		toolEvents,
 		s(StreamDLQ, []string{dlqPrefix + ">"}, jetstream.LimitsPolicy, 0),
+		schedules,
 	}
 }
 
@@ -125,6 +145,10 @@ func Buckets(replicas int) []jetstream.KeyValueConfig {
 			Description: "accounting sink insert leases"},
 		{Bucket: BucketToolSets, History: 1, TTL: ToolSetTTL, Storage: jetstream.FileStorage, Replicas: replicas,
 			Description: "tool sets LLM requests refer to by digest"},
+		{Bucket: BucketAPIKeys, History: 1, Storage: jetstream.FileStorage, Replicas: replicas,
+			Description: "api keys: hashes, names and tenants"},
+		{Bucket: BucketAPIRuns, History: 1, TTL: APIRunTTL, Storage: jetstream.FileStorage, Replicas: replicas,
+			Description: "api runs and session owners"},
 	}
 }
 

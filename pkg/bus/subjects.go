@@ -89,6 +89,16 @@ func TaskTenant(subject string) (tenant string, ok bool) {
 	return tenant, ok && proto.IsToken(tenant)
 }
 
+// Schedules (the api service): a schedule is a message on
+// herald.schedule.<id> that JetStream fires onto herald.schedule.<id>.fire.
+const (
+	ScheduleFilter     = "herald.schedule.*"
+	ScheduleFireFilter = "herald.schedule.*.fire"
+)
+
+func Schedule(id string) string     { return "herald.schedule." + id }
+func ScheduleFire(id string) string { return "herald.schedule." + id + ".fire" }
+
 func SessionEvents(sid string) string    { return "herald.session." + sid + ".events" }
 func SessionResult(sid string) string    { return "herald.session." + sid + ".result" }
 func SessionInterrupt(sid string) string { return "herald.session." + sid + ".interrupt" }

@@ -167,6 +167,10 @@ type Config struct {
 
 	// Providers overrides the gateway's provider profiles, by provider name.
 	Providers map[string]ProviderProfile `yaml:"providers"`
+
+	// Tenants are per-tenant limits (tenants.go); API configures the api service.
+	Tenants map[string]TenantLimits `yaml:"tenants"`
+	API     API                     `yaml:"api"`
 }
 
 // Default returns the configuration used when nothing is set.
@@ -349,6 +353,7 @@ func (c Config) Validate() error {
 	for tenant, b := range c.Budgets.Tenants {
 		check(b >= 0, "budgets.tenants.%s must not be negative", tenant)
 	}
+	errs = append(errs, c.validateTenants()...)
 	for m, p := range c.Pricing {
 		check(p.Input >= 0 && p.Output >= 0 && p.CacheRead >= 0 && p.CacheWrite >= 0, "pricing.%s: prices must not be negative", m)
 	}

@@ -64,13 +64,15 @@ Usage:
   herald chat [flags]             talk with the agent turn after turn in one session
   herald doctor [--json]          check the setup: NATS, ClickHouse, providers, MCP servers, sandbox
   herald up [flags]               run every service over an embedded JetStream server
-  herald serve SERVICE... [flags] run services against HERALD_NATS_URL (loop gateway toolrunner compressor memory accounting)
+  herald serve SERVICE... [flags] run services against HERALD_NATS_URL (loop gateway toolrunner compressor memory accounting api)
   herald cost [flags]             cost and token totals from ClickHouse
   herald sessions list|show ID|search QUERY|export ID|delete ID|prune --older-than 30d
   herald insights [--since 7d]    where time and money went: models, tools, sessions, errors
   herald migrate                  apply the ClickHouse schema
   herald declare                  create or update the NATS streams (needs a user allowed to)
   herald demo                     the whole system on a built-in scripted model
+  herald keys create --tenant T | list | revoke ID   API keys of the HTTP api (docs/API.md)
+  herald schedules add|list|pause|resume|remove   prompts run on a timetable (docs/API.md)
 
 Run 'herald COMMAND -h' for a command's flags.
 `
@@ -105,6 +107,10 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 		return cmdDeclare(ctx, args[1:], io)
 	case "demo":
 		return cmdDemo(ctx, args[1:], io)
+	case "keys":
+		return cmdKeys(ctx, args[1:], io)
+	case "schedules":
+		return cmdSchedules(ctx, args[1:], io)
 	case "-h", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return exitOK

@@ -18,13 +18,14 @@ func cmdServe(ctx context.Context, args []string, cio cliIO) int {
 	concurrency := concurrencyFlag(fs)
 	pool := fs.String("pool", "", "tool-runner pool: take only calls of tasks that name this pool")
 	instance := fs.String("name", "", "instance name shown in results and tool events (default host-pid)")
+	apiListen := fs.String("listen", "127.0.0.1:8080", "address the api service serves HTTP on (herald serve api)")
 	metricsAddr := fs.String("metrics", "", "serve Prometheus metrics on this address's /metrics (e.g. 127.0.0.1:9464)")
 	names, err := parseInterspersed(fs, args)
 	if err != nil {
 		return flagExit(err)
 	}
 	if len(names) == 0 {
-		fmt.Fprintln(cio.err, "herald serve: name at least one service: loop gateway toolrunner compressor memory accounting")
+		fmt.Fprintln(cio.err, "herald serve: name at least one service: loop gateway toolrunner compressor memory accounting api")
 		return exitUsage
 	}
 	cfg, err := c.load()
@@ -34,7 +35,7 @@ func cmdServe(ctx context.Context, args []string, cio cliIO) int {
 	}
 	log := c.logger(cio.err, "info")
 	a, err := app.Start(ctx, app.Options{Config: cfg, Services: names, Log: log, Instance: *instance,
-		Concurrency: *concurrency, Pool: *pool, ConnectTimeout: 30 * time.Second, SizeProcessors: true})
+		Concurrency: *concurrency, Pool: *pool, ConnectTimeout: 30 * time.Second, SizeProcessors: true, APIListen: *apiListen})
 	if err != nil {
 		fmt.Fprintln(cio.err, "herald serve:", err)
 		return exitFail

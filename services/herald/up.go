@@ -52,13 +52,13 @@ func cmdUp(ctx context.Context, args []string, cio cliIO) int {
 	}
 	defer ch.stop()
 	a, err := app.Start(ctx, app.Options{Config: cfg, StoreDir: filepath.Join(cfg.DataDir, "nats"), Listen: *listen,
-		NATSConfigFile: *natsConfig, Log: log, Instance: "up", Concurrency: *concurrency, SizeProcessors: true})
+		NATSConfigFile: *natsConfig, Log: log, Instance: "up", Concurrency: *concurrency, SizeProcessors: true, API: *httpAddr != ""})
 	if err != nil {
 		fmt.Fprintln(cio.err, "herald up:", err)
 		return exitFail
 	}
 	defer a.Shutdown(context.Background())
-	stopHTTP, err := serveDashboard(*httpAddr, cfg.ClickHouseDSN, cfg.DashboardToken, cfg.Dashboard.AllowedHosts, app.Transcripts(a.JS), log)
+	stopHTTP, err := serveDashboard(*httpAddr, cfg.ClickHouseDSN, cfg.DashboardToken, cfg.Dashboard.AllowedHosts, app.Transcripts(a.JS), a.API, log)
 	if err != nil {
 		fmt.Fprintln(cio.err, "herald up:", err)
 		return exitFail
@@ -102,7 +102,7 @@ func privateClickHouse(ctx context.Context, dsn *string, dataDir string, log zer
 // serveDashboard serves the cost dashboard; it refuses a non-loopback
 // address without a token. It answers requests for loopback names, for
 // hosts (dashboard.allowed_hosts) and for the address it listens on.
-func serveDashboard(addr, dsn, token string, hosts []string, transcripts accounting.Transcripts, log zerolog.Logger) (func(), error) {
+func serveDashboard(addr, dsn, token string, hosts []string, transcripts accounting.Transcripts, api apiHandler, log zerolog.Logger) (func(), error) {
 	if addr == "" {
 		return func() {}, nil
 	}
@@ -121,7 +121,7 @@ func serveDashboard(addr, dsn, token string, hosts []string, transcripts account
 	if err != nil {
 		return nil, fmt.Errorf("dashboard: %w", err)
 	}
-	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: withAPI(handler, api), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
 	log.Info().Str("address", "http://"+ln.Addr().String()).Msg("dashboard serving")
 	return func() {

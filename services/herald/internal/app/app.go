@@ -19,6 +19,7 @@ import (
 	"github.com/heraldrun/herald/pkg/service"
 	"github.com/heraldrun/herald/pkg/telemetry/otlp"
 	"github.com/heraldrun/herald/services/accounting"
+	"github.com/heraldrun/herald/services/api"
 	"github.com/heraldrun/herald/services/compressor"
 	"github.com/heraldrun/herald/services/gateway"
 	"github.com/heraldrun/herald/services/herald/internal/procs"
@@ -59,6 +60,10 @@ type Options struct {
 	// own choice; the binary's commands set it, tests that run the
 	// services inside the test process do not.
 	SizeProcessors bool
+	// API also runs the api service (herald up); "api" among Services does
+	// too. APIListen is where it serves ("": the caller mounts API.Handler).
+	API       bool
+	APIListen string
 }
 
 // App is a running composition.
@@ -70,6 +75,8 @@ type App struct {
 	log      zerolog.Logger
 	// stopTraces flushes and stops the span exporter (a no-op when off).
 	stopTraces func(context.Context) error
+	// API is the api service when this composition runs it.
+	API *api.Service
 }
 
 // ErrUnknownService names a service that does not exist.
@@ -83,7 +90,7 @@ func Start(ctx context.Context, o Options) (*App, error) {
 		names = service.Names
 	}
 	for _, n := range names {
-		if !slices.Contains(service.Names, n) {
+		if !slices.Contains(service.Names, n) && n != api.Name {
 			return nil, fmt.Errorf("%w %q (known: %v)", ErrUnknownService, n, service.Names)
 		}
 	}
@@ -115,10 +122,32 @@ func Start(ctx context.Context, o Options) (*App, error) {
 		}
 		a.services = append(a.services, svc)
 	}
+	if o.API || slices.Contains(names, api.Name) {
+		if err := a.startAPI(ctx, o, deps); err != nil {
+			a.Shutdown(context.Background())
+			return nil, err
+		}
+	}
 	if o.SizeProcessors {
 		procs.Start(ctx)
 	}
 	return a, nil
+}
+
+// startAPI starts the api service, last: it only submits work to the others.
+func (a *App) startAPI(ctx context.Context, o Options, deps service.Deps) error {
+	cfg := api.ConfigFrom(o.Config)
+	cfg.Listen = o.APIListen
+	svc, err := api.New(cfg, deps)
+	if err == nil {
+		err = svc.Start(ctx)
+	}
+	if err != nil {
+		return fmt.Errorf("start %s: %w", api.Name, err)
+	}
+	a.services = append(a.services, svc)
+	a.API = svc
+	return nil
 }
 
 func (a *App) connect(ctx context.Context, o Options) error {

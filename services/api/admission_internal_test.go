@@ -1,0 +1,47 @@
+package api
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestAdmissionHoldsItsLimitsUnderConcurrency hammers admit, release and
+// withdraw from many goroutines: no more runs of a tenant or key ever hold
+// a slot than its limit allows, and every waiter is admitted in the end.
+func TestAdmissionHoldsItsLimitsUnderConcurrency(t *testing.T) {
+	a := newAdmission(false, map[string]int{"acme": 3})
+	var mu sync.Mutex
+	holding := map[string]int{}
+	check := func(tenant, key string, delta int) {
+		mu.Lock()
+		defer mu.Unlock()
+		holding["t:"+tenant] += delta
+		holding["k:"+key] += delta
+		require.LessOrEqual(t, holding["t:acme"], 3)
+		require.LessOrEqual(t, holding["k:k1"], 2)
+	}
+	var wg sync.WaitGroup
+	for i := range 200 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			key := []string{"k1", "k2"}[i%2]
+			limit := map[string]int{"k1": 2, "k2": 0}[key]
+			tk := ticket{runID: fmt.Sprint("r", i), keyID: key, keyLimit: limit, tenant: "acme"}
+			_, ready, err := a.admit(tk)
+			require.NoError(t, err)
+			if ready != nil {
+				<-ready
+			}
+			check(tk.tenant, key, 1)
+			check(tk.tenant, key, -1)
+			a.release(tk.runID)
+		}()
+	}
+	wg.Wait()
+	require.Empty(t, a.activeRuns())
+	require.Empty(t, a.queue)
+}

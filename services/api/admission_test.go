@@ -1,0 +1,97 @@
+package api_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/heraldrun/herald/proto"
+	"github.com/stretchr/testify/require"
+)
+
+// firstSeq is the stream sequence of the first of evs that ok accepts.
+func firstSeq(t *testing.T, evs []sseEvent, ok func(proto.Event, map[string]any) bool) uint64 {
+	t.Helper()
+	for _, ev := range evs {
+		var e proto.Event
+		var raw map[string]any
+		require.NoError(t, json.Unmarshal([]byte(ev.Data), &e))
+		require.NoError(t, json.Unmarshal([]byte(ev.Data), &raw))
+		if ok(e, raw) {
+			n, err := strconv.ParseUint(ev.ID, 10, 64)
+			require.NoError(t, err)
+			return n
+		}
+	}
+	t.Fatalf("no such event among %v", eventTypes(evs))
+	return 0
+}
+
+func positions(t *testing.T, evs []sseEvent) []int {
+	var out []int
+	for _, ev := range evs {
+		if ev.Event == "queued" {
+			var q struct{ Position int }
+			require.NoError(t, json.Unmarshal([]byte(ev.Data), &q))
+			out = append(out, q.Position)
+		}
+	}
+	return out
+}
+
+func TestRunsBeyondATenantsLimitWaitInOrderAndSayTheirPlace(t *testing.T) {
+	h := startHerald(t, "tenants:\n  acme:\n    max_concurrent_runs: 1\n")
+	js := h.js(t)
+	var runs []runCreated
+	for i := range 3 {
+		runs = append(runs, startRun(t, h, "", map[string]any{"prompt": "wait: run " + strconv.Itoa(i), "tenant": "acme"}))
+	}
+	other := startRun(t, h, "", map[string]any{"prompt": "say: not acme", "tenant": "beta"})
+	require.Equal(t, []string{"running", "queued", "queued"}, []string{runs[0].Status, runs[1].Status, runs[2].Status})
+	require.Equal(t, []int{0, 1, 2}, []int{runs[0].Position, runs[1].Position, runs[2].Position})
+	require.Equal(t, "running", other.Status, "another tenant's run is not held back")
+	var events [][]sseEvent
+	for _, rc := range runs {
+		st := waitRun(t, h, "", rc.RunID)
+		require.Equal(t, "completed", st.Status)
+		events = append(events, storedEvents(t, js, rc.SessionID, rc.RunID))
+	}
+	require.Empty(t, positions(t, events[0]))
+	require.Equal(t, []int{1}, positions(t, events[1]))
+	require.Equal(t, []int{2, 1}, positions(t, events[2]), "the third run is told when it moves up")
+	isResult := func(e proto.Event, _ map[string]any) bool { return e.Type == proto.EventResult }
+	isThinking := func(e proto.Event, _ map[string]any) bool { return e.State == proto.StateThinking }
+	for i := 1; i < 3; i++ {
+		require.Greater(t, firstSeq(t, events[i], isThinking), firstSeq(t, events[i-1], isResult),
+			"run %d starts only after run %d finished", i, i-1)
+	}
+
+	// A key's own cap counts too.
+	out, _, code := h.cli(t, "keys", "create", "--tenant", "gamma", "--max-concurrent", "1")
+	require.Equal(t, 0, code)
+	key := strings.TrimSpace(out)
+	a := startRun(t, h, key, map[string]any{"prompt": "wait: first"})
+	b := startRun(t, h, key, map[string]any{"prompt": "wait: second"})
+	require.Equal(t, "queued", b.Status)
+	require.Equal(t, 1, b.Position)
+	waitRun(t, h, key, a.RunID)
+	require.Equal(t, "completed", waitRun(t, h, key, b.RunID).Status)
+}
+
+func TestRunsBeyondALimitAreRefusedWith429WhenConfigured(t *testing.T) {
+	h := startHerald(t, "api:\n  over_limit: reject\ntenants:\n  acme:\n    max_concurrent_runs: 1\n")
+	first := startRun(t, h, "", map[string]any{"prompt": "wait: first", "tenant": "acme"})
+	var e apiErr
+	resp := call(t, "POST", h.URL+"/v1/runs", "", map[string]any{"prompt": "say: second", "tenant": "acme", "task_id": "second"}, &e)
+	require.Equal(t, http.StatusTooManyRequests, resp.StatusCode)
+	require.Equal(t, "1", resp.Header.Get("Retry-After"))
+	require.Equal(t, "rate_limit_error", e.Error.Type)
+	resp = call(t, "GET", h.URL+"/v1/runs/second", "", nil, &e)
+	require.Equal(t, http.StatusNotFound, resp.StatusCode, "a refused run leaves nothing behind")
+	waitRun(t, h, "", first.RunID)
+	require.Eventually(t, func() bool {
+		return call(t, "POST", h.URL+"/v1/runs", "", map[string]any{"prompt": "say: second", "tenant": "acme", "task_id": "second"}, nil).StatusCode == http.StatusOK
+	}, 30e9, 50e6, "the slot is free once the first run finished")
+}

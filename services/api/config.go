@@ -1,0 +1,58 @@
+package api
+
+import (
+	"errors"
+	"fmt"
+	"net"
+
+	"github.com/heraldrun/herald/pkg/config"
+)
+
+// Config is the api service's configuration.
+type Config struct {
+	// Listen is the address the service serves HTTP on; "" leaves serving
+	// to the caller (herald up mounts Handler on the dashboard's address).
+	Listen string
+	// OverLimit is config.OverLimitQueue or config.OverLimitReject.
+	OverLimit string
+	// TenantRuns caps each named tenant's concurrent runs (0: no cap).
+	TenantRuns map[string]int
+	// DefaultTenant is the tenant of a run started without a key and
+	// without a tenant in its body.
+	DefaultTenant string
+	// AllowedHosts are the Host names beyond loopback a request may name
+	// while no key exists (dashboard.allowed_hosts).
+	AllowedHosts []string
+}
+
+// ConfigFrom reads the api service's settings from Herald's configuration.
+func ConfigFrom(c config.Config) Config {
+	cfg := Config{OverLimit: c.API.OverLimit, TenantRuns: map[string]int{}, DefaultTenant: c.Tenant,
+		AllowedHosts: c.Dashboard.AllowedHosts}
+	for name, l := range c.Tenants {
+		cfg.TenantRuns[name] = l.MaxConcurrentRuns
+	}
+	if cfg.OverLimit == "" {
+		cfg.OverLimit = config.OverLimitQueue
+	}
+	return cfg
+}
+
+// Validate fails fast on settings the service cannot work with.
+func (c Config) Validate() error {
+	var errs []error
+	if c.OverLimit != config.OverLimitQueue && c.OverLimit != config.OverLimitReject {
+		errs = append(errs, fmt.Errorf("api.over_limit must be queue or reject, got %q", c.OverLimit))
+	}
+	if c.Listen != "" {
+		if _, _, err := net.SplitHostPort(c.Listen); err != nil {
+			errs = append(errs, fmt.Errorf("--listen %q: %w", c.Listen, err))
+		}
+	}
+	for name, n := range c.TenantRuns {
+		if n < 0 {
+			errs = append(errs, fmt.Errorf("tenants.%s.max_concurrent_runs must not be negative", name))
+		}
+	}
+	return errors.Join(errs...)
+}
