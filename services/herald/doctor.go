@@ -79,7 +79,7 @@ func cmdDoctor(ctx context.Context, args []string, cio cliIO) int {
 
 func diagnose(ctx context.Context, cfg config.Config) doctorReport {
 	if os.Getenv("HERALD_WORKSPACE") == "" { // as herald run and chat use it in-process
-		if cwd, err := os.Getwd(); err == nil {
+		if cwd, err := workingDir(); err == nil {
 			cfg.Workspace = cwd
 		}
 	}

@@ -45,6 +45,9 @@ func (c *common) load() (config.Config, error) {
 	if err != nil {
 		return config.Config{}, fmt.Errorf("configuration: %w", err)
 	}
+	if err := absPaths(&cfg); err != nil {
+		return config.Config{}, fmt.Errorf("configuration: %w", err)
+	}
 	return cfg, nil
 }
 

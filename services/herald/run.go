@@ -195,7 +195,7 @@ func remoteReady(ctx context.Context, cfg config.Config, js jetstream.JetStream,
 // under the data dir, so sessions can be continued with --session.
 func startInProcess(ctx context.Context, cfg config.Config, log zerolog.Logger) (*app.App, error) {
 	if os.Getenv("HERALD_WORKSPACE") == "" {
-		cwd, err := os.Getwd()
+		cwd, err := workingDir()
 		if err != nil {
 			return nil, err
 		}

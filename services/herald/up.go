@@ -38,6 +38,10 @@ func cmdUp(ctx context.Context, args []string, cio cliIO) int {
 	}
 	if *dataDir != "" {
 		cfg.DataDir = *dataDir
+		if err := absPaths(&cfg); err != nil {
+			fmt.Fprintln(cio.err, "herald up: --data-dir:", err)
+			return exitUsage
+		}
 	}
 	log := c.logger(cio.err, "info")
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {

@@ -39,7 +39,10 @@ func openWorkspace(root, sub string) (workspace, error) {
 	if err != nil {
 		return workspace{}, fmt.Errorf("workspace: %w", err)
 	}
-	base, err := filepath.EvalSymlinks(root)
+	base, err := filepath.Abs(root) // a relative root is compared with absolute paths below
+	if err == nil {
+		base, err = filepath.EvalSymlinks(base)
+	}
 	if err != nil {
 		return workspace{}, fmt.Errorf("workspace root: %w", err)
 	}
