@@ -82,7 +82,7 @@ func cmdRun(ctx context.Context, args []string, cio cliIO) int {
 		return exitUsage
 	}
 	log := f.logger(cio.err, "warn")
-	res, err := runTask(ctx, cfg, log, task, cio, f.json, f.yes, f.cont)
+	res, err := runTask(ctx, cfg, log, task, cio, f)
 	if err != nil {
 		fmt.Fprintln(cio.err, "herald run:", err)
 		return exitFail
@@ -107,12 +107,14 @@ func flagExit(err error) int {
 // runTask submits task to the NATS at HERALD_NATS_URL, or, when none
 // answers, to a whole Herald started in this process for the task's length.
 // continueLast puts the task in the workspace's most recent session.
-func runTask(ctx context.Context, cfg config.Config, log zerolog.Logger, task proto.Task, cio cliIO, jsonOut, yes, continueLast bool) (proto.Result, error) {
+func runTask(ctx context.Context, cfg config.Config, log zerolog.Logger, task proto.Task, cio cliIO, f runFlags) (proto.Result, error) {
+	jsonOut, yes, continueLast := f.json, f.yes, f.cont
 	rt, err := openRuntime(ctx, cfg, log)
 	if err != nil {
 		return proto.Result{}, err
 	}
 	defer rt.close()
+	attachNotice(cio.err, rt, f)
 	if continueLast {
 		if task.SessionID, err = lastSession(ctx, rt.js, task.Workspace); err != nil {
 			return proto.Result{}, err
@@ -128,16 +130,41 @@ type runtime struct {
 	nc  *nats.Conn
 	js  jetstream.JetStream
 	app *app.App // nil when remote
+	// url is the remote server's (attached); lock is held while in-process.
+	url  string
+	lock *dataLock
+	// holder is the running Herald of this data folder, when attached to it.
+	holder *lockHolder
 }
 
+// openRuntime attaches to the Herald at HERALD_NATS_URL, else to the one
+// holding this data folder when it listens, else starts Herald in-process
+// on the folder; a folder held by a process that does not listen stops
+// here, naming it (never two servers on one store).
 func openRuntime(ctx context.Context, cfg config.Config, log zerolog.Logger) (*runtime, error) {
 	nc, err := nats.Connect(cfg.NATSURL, nats.Timeout(time.Second), nats.Name("herald-run"), app.InboxOption(cfg))
-	rt := &runtime{nc: nc}
+	rt := &runtime{nc: nc, url: cfg.NATSURL}
 	if err != nil {
-		if rt.app, err = startInProcess(ctx, cfg, log); err != nil {
-			return nil, err
+		lock, lerr := lockDataDir(cfg.DataDir, lockHolder{Workspace: cfg.WorkspaceRoot()})
+		var busy *errDataDirBusy
+		switch {
+		case errors.As(lerr, &busy) && busy.holder.NATS != "":
+			if rt.nc, err = nats.Connect(busy.holder.NATS, nats.Timeout(time.Second), nats.Name("herald-run"), app.InboxOption(cfg)); err != nil {
+				return nil, fmt.Errorf("%w; its NATS at %s does not answer: %v", lerr, busy.holder.NATS, err)
+			}
+			rt.url, rt.holder = busy.holder.NATS, &busy.holder
+		case lerr != nil:
+			return nil, lerr
+		default:
+			rt.lock = lock
+			if rt.app, err = startInProcess(ctx, cfg, log); err != nil {
+				lock.release()
+				return nil, err
+			}
+			rt.nc = rt.app.NC
 		}
-		rt.nc = rt.app.NC
+	} else if h, ok := folderHolder(cfg.DataDir); ok && h.NATS == nc.ConnectedUrl() {
+		rt.holder = &h
 	}
 	if rt.js, err = jetstream.New(rt.nc); err != nil {
 		rt.close()
@@ -152,9 +179,17 @@ func openRuntime(ctx context.Context, cfg config.Config, log zerolog.Logger) (*r
 	return rt, nil
 }
 
+// runDrain bounds how long an in-process Herald waits, after the answer,
+// for work still in flight (usage rows, memory) before it stops: what is
+// not done is redelivered the next time the folder's Herald runs.
+const runDrain = 5 * time.Second
+
 func (rt *runtime) close() {
 	if rt.app != nil {
-		rt.app.Shutdown(context.Background())
+		ctx, cancel := context.WithTimeout(context.Background(), runDrain)
+		rt.app.Shutdown(ctx)
+		cancel()
+		rt.lock.release()
 		return
 	}
 	rt.nc.Close()

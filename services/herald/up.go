@@ -44,10 +44,12 @@ func cmdUp(ctx context.Context, args []string, cio cliIO) int {
 		}
 	}
 	log := c.logger(cio.err, "info")
-	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+	lock, err := lockDataDir(cfg.DataDir, lockHolder{Workspace: cfg.WorkspaceRoot()})
+	if err != nil {
 		fmt.Fprintln(cio.err, "herald up:", err)
 		return exitFail
 	}
+	defer lock.release()
 	ch, err := privateClickHouse(ctx, &cfg.ClickHouseDSN, cfg.DataDir, log)
 	if err != nil {
 		fmt.Fprintln(cio.err, "herald up:", err)
@@ -61,6 +63,10 @@ func cmdUp(ctx context.Context, args []string, cio cliIO) int {
 		return exitFail
 	}
 	defer a.Shutdown(context.Background())
+	if err := lock.setNATS(a.Server.ClientURL()); err != nil {
+		fmt.Fprintln(cio.err, "herald up:", err)
+		return exitFail
+	}
 	stopHTTP, err := serveDashboard(*httpAddr, cfg.ClickHouseDSN, cfg.DashboardToken, app.Transcripts(a.JS), log)
 	if err != nil {
 		fmt.Fprintln(cio.err, "herald up:", err)
