@@ -28,6 +28,7 @@ func cmdUp(ctx context.Context, args []string, cio cliIO) int {
 	httpAddr := fs.String("http", "127.0.0.1:8080", "dashboard address (empty to disable)")
 	natsConfig := fs.String("nats-config", "", "nats-server configuration file (accounts, users, permissions)")
 	concurrency := concurrencyFlag(fs)
+	drainFor := drainFlag(fs)
 	if _, err := parseInterspersed(fs, args); err != nil {
 		return flagExit(err)
 	}
@@ -44,6 +45,7 @@ func cmdUp(ctx context.Context, args []string, cio cliIO) int {
 		}
 	}
 	log := c.logger(cio.err, "info")
+	stops := watchStops()
 	lock, err := lockDataDir(cfg.DataDir, lockHolder{Workspace: cfg.WorkspaceRoot()})
 	if err != nil {
 		fmt.Fprintln(cio.err, "herald up:", err)
@@ -62,7 +64,7 @@ func cmdUp(ctx context.Context, args []string, cio cliIO) int {
 		fmt.Fprintln(cio.err, "herald up:", err)
 		return exitFail
 	}
-	defer a.Shutdown(context.Background())
+	defer func() { a.Shutdown(context.Background()) }() // at once when returning early; drained below
 	if err := lock.setNATS(a.Server.ClientURL()); err != nil {
 		fmt.Fprintln(cio.err, "herald up:", err)
 		return exitFail
@@ -78,6 +80,9 @@ func cmdUp(ctx context.Context, args []string, cio cliIO) int {
 	fmt.Fprintf(cio.err, "Herald is up. NATS: %s — publish tasks on herald.tasks. Ctrl-C stops.\n", a.Server.ClientURL())
 	<-ctx.Done()
 	log.Info().Msg("shutting down")
+	dctx, done := stops.drain(cio.err, "herald up", *drainFor)
+	defer done()
+	a.Shutdown(dctx)
 	return exitOK
 }
 
