@@ -123,7 +123,12 @@ func runDemo(ctx context.Context, cfg config.Config, c common, cio cliIO, keep b
 	if err != nil {
 		return err
 	}
-	reportResult(res, cio, false)
+	hint := "the demo's data is deleted when it ends; herald demo --keep keeps it"
+	if keep {
+		hint = fmt.Sprintf("continue with: HERALD_DATA_DIR=%s HERALD_WORKSPACE=%s herald run --tenant demo --session %s \"...\" (with a real model)",
+			dir, cfg.Workspace, res.SessionID)
+	}
+	reportResultHint(res, cio, false, hint)
 	if res.ExitReason != proto.ExitTextResponse {
 		return fmt.Errorf("the demo task ended with %s", res.ExitReason)
 	}

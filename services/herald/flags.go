@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"time"
 
 	"github.com/heraldrun/herald/pkg/config"
 	"github.com/heraldrun/herald/pkg/logging"
@@ -93,3 +94,15 @@ func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {
 }
 
 func usageError(err error) bool { return err != nil && !errors.Is(err, flag.ErrHelp) }
+
+// ageFlag is a DURATION flag that takes days too ("7d", as well as "24h";
+// "0" for no limit): the parser of insights and sessions prune.
+func ageFlag(fs *flag.FlagSet, name string, usage string) *time.Duration {
+	d := new(time.Duration)
+	fs.Func(name, usage, func(s string) error {
+		v, err := parseAge(s)
+		*d = v
+		return err
+	})
+	return d
+}

@@ -60,7 +60,7 @@ const (
 const usage = `herald — an agent runtime on NATS JetStream
 
 Usage:
-  herald run [flags] "PROMPT"     run a task and stream it (in-process when no NATS is reachable)
+  herald run [flags] "PROMPT"     run a task and stream it (in-process when no NATS is reachable; PROMPT - reads stdin)
   herald chat [flags]             talk with the agent turn after turn in one session
   herald doctor [--json]          check the setup: NATS, ClickHouse, providers, MCP servers, sandbox
   herald up [flags]               run every service over an embedded JetStream server
@@ -71,6 +71,7 @@ Usage:
   herald migrate                  apply the ClickHouse schema
   herald declare                  create or update the NATS streams (needs a user allowed to)
   herald demo                     the whole system on a built-in scripted model
+  herald version                  the version of this binary (also --version)
 
 Run 'herald COMMAND -h' for a command's flags.
 `
@@ -105,6 +106,9 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 		return cmdDeclare(ctx, args[1:], io)
 	case "demo":
 		return cmdDemo(ctx, args[1:], io)
+	case "--version", "version":
+		fmt.Fprintln(stdout, versionLine())
+		return exitOK
 	case "-h", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return exitOK

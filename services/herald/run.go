@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -47,6 +48,14 @@ func cmdRun(ctx context.Context, args []string, cio cliIO) int {
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
 		return flagExit(err)
+	}
+	if len(pos) == 1 && pos[0] == "-" { // the prompt from stdin: herald run - < task.md
+		data, err := io.ReadAll(cio.in)
+		if err != nil {
+			fmt.Fprintln(cio.err, "herald run: reading the prompt from stdin:", err)
+			return exitFail
+		}
+		pos[0] = strings.TrimSpace(string(data))
 	}
 	if len(pos) != 1 || strings.TrimSpace(pos[0]) == "" {
 		fmt.Fprintln(cio.err, `herald run: give exactly one PROMPT, e.g. herald run "list the files here"`)
@@ -248,20 +257,33 @@ func startInProcess(ctx context.Context, cfg config.Config, log zerolog.Logger) 
 }
 
 func reportResult(res proto.Result, cio cliIO, jsonOut bool) int {
+	return reportResultHint(res, cio, jsonOut, fmt.Sprintf("continue with: herald run --session %s \"...\"", res.SessionID))
+}
+
+// reportResultHint is reportResult with hint said after the session id.
+func reportResultHint(res proto.Result, cio cliIO, jsonOut bool, hint string) int {
 	if jsonOut {
 		data, _ := json.Marshal(res)
 		fmt.Fprintln(cio.out, string(data))
 	} else {
 		u := res.Usage
-		fmt.Fprintf(cio.err, "\n— %s · %d API calls · %d iterations · tokens in %d (cached %d) out %d · $%.6f\n",
-			res.ExitReason, res.APICalls, res.Iterations, u.InputTokens, u.CacheReadTokens, u.OutputTokens, res.CostUSD)
-		if res.Error != "" {
+		fmt.Fprintf(cio.err, "\n— %s · %s · %s · tokens in %d (cached %d) out %d · $%.6f\n",
+			res.ExitReason, count(res.APICalls, "API call"), count(res.Iterations, "iteration"), u.InputTokens, u.CacheReadTokens, u.OutputTokens, res.CostUSD)
+		if res.Error != "" && !strings.Contains(res.FinalResponse, strings.TrimSpace(res.Error)) { // said once
 			fmt.Fprintln(cio.err, "error:", res.Error)
 		}
-		fmt.Fprintf(cio.err, "session %s (continue with: herald run --session %s \"...\")\n", res.SessionID, res.SessionID)
+		fmt.Fprintf(cio.err, "session %s (%s)\n", res.SessionID, hint)
 	}
 	if res.ExitReason == proto.ExitTextResponse {
 		return exitOK
 	}
 	return exitFail
+}
+
+// count is "1 iteration", "2 iterations".
+func count(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
