@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"time"
@@ -23,9 +24,9 @@ func cmdUp(ctx context.Context, args []string, cio cliIO) int {
 	fs := newFlagSet("up", cio.err)
 	var c common
 	c.register(fs)
-	listen := fs.String("nats-listen", "127.0.0.1:4222", "address the embedded NATS server listens on")
+	listen := fs.String("nats-listen", defaultListen(), "address the embedded NATS server listens on (default: the host:port of HERALD_NATS_URL, else 127.0.0.1:4222)")
 	dataDir := fs.String("data-dir", "", "where streams, workspace and ClickHouse data live (default ./.herald or HERALD_DATA_DIR)")
-	httpAddr := fs.String("http", "127.0.0.1:8080", "dashboard address (empty to disable)")
+	httpAddr := fs.String("http", envOr("HERALD_HTTP_ADDR", "127.0.0.1:8080"), "dashboard address (empty to disable; default HERALD_HTTP_ADDR, else 127.0.0.1:8080)")
 	natsConfig := fs.String("nats-config", "", "nats-server configuration file (accounts, users, permissions)")
 	concurrency := concurrencyFlag(fs)
 	drainFor := drainFlag(fs)
@@ -145,4 +146,24 @@ func serveDashboard(addr, dsn, token string, transcripts accounting.Transcripts,
 			c.Close()
 		}
 	}, nil
+}
+
+// defaultListen is where `herald up` listens unless told: where
+// HERALD_NATS_URL points when that is this machine's loopback, so `herald
+// run` and the nats CLI of the same environment find it.
+func defaultListen() string {
+	u, err := url.Parse(os.Getenv("HERALD_NATS_URL"))
+	if err == nil && u.Port() != "" {
+		if ip := net.ParseIP(u.Hostname()); u.Hostname() == "localhost" || ip != nil && ip.IsLoopback() {
+			return net.JoinHostPort(u.Hostname(), u.Port())
+		}
+	}
+	return "127.0.0.1:4222"
+}
+
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
 }
