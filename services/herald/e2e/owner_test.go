@@ -78,6 +78,11 @@ func TestSecondRunOnAFolderInUseStopsNamingTheHolder(t *testing.T) {
 	require.Contains(t, msg, `herald run "a slow task"`, "the holder's command")
 	require.NotContains(t, msg, "Recovering", "the store was never opened a second time")
 	require.Len(t, model.Requests(), 1, "the second run never reached the model")
+	err2.Reset()
+	list := heraldCmd(t, ctx, dir, env, "sessions", "list")
+	list.Stderr = &err2
+	require.Equal(t, 1, exitCode(list.Run()), "sessions list does not open a store in use either")
+	require.Contains(t, err2.String(), "is in use by process "+strconv.Itoa(first.Process.Pid))
 
 	close(release)
 	select {
