@@ -95,6 +95,9 @@ func runDemo(ctx context.Context, cfg config.Config, c common, cio cliIO, keep b
 		defer os.RemoveAll(dir)
 	}
 	cfg.DataDir, cfg.Workspace, cfg.Tenant = dir, filepath.Join(dir, "workspace"), "demo"
+	if err := absPaths(&cfg); err != nil { // the temporary folder may be reached through a symlink
+		return err
+	}
 	cfg.Primary = config.Provider{Provider: "openai", Model: demoModel, BaseURL: model.URL}
 	cfg.FallbackProviders = nil
 	cfg.Pricing = map[string]config.Price{demoModel: {Input: 2.5, Output: 10, CacheRead: 1.25}}

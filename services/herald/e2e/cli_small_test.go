@@ -104,15 +104,19 @@ func TestCostSinceTakesDays(t *testing.T) {
 	require.Contains(t, errOut.String(), "not a duration (e.g. 30d, 12h)")
 }
 
-// The demo deletes its data: its closing line does not offer to continue a
+// The demo works from a temporary folder reached through a symlink, and it
+// deletes its data: its closing line does not offer to continue a
 // session it deleted.
 func TestDemoDoesNotOfferToContinueDeletedData(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	var out, errOut bytes.Buffer
-	cmd := heraldCmd(t, ctx, t.TempDir(), map[string]string{"HERALD_CLICKHOUSE_DSN": freshClickHouse(t)}, "demo")
+	tmp, _ := symlinkedDir(t) // its temporary folder reached through a symlink, as /tmp is on some machines
+	cmd := heraldCmd(t, ctx, t.TempDir(), map[string]string{"HERALD_CLICKHOUSE_DSN": freshClickHouse(t), "TMPDIR": tmp}, "demo")
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	require.NoError(t, cmd.Run(), "stderr: %s", &errOut)
 	require.NotContains(t, errOut.String(), "continue with")
+	require.Contains(t, out.String(), "hello.txt in the workspace now holds:\nHello from Herald!")
+	require.NotContains(t, out.String()+errOut.String(), "outside the workspace")
 	require.Regexp(t, regexp.MustCompile(`session demo-\S+ \(the demo's data is deleted when it ends; herald demo --keep keeps it\)`), errOut.String())
 }
