@@ -159,3 +159,80 @@ func TestSecondUpOnAFolderInUseStops(t *testing.T) {
 	require.Equal(t, 1, exitCode(second.Run()), "stderr: %s", &errOut)
 	require.Contains(t, errOut.String(), fmt.Sprintf("is in use by process %d (herald up", up.cmd.Process.Pid))
 }
+
+// Runs started together on one folder: exactly one takes it, every other
+// stops at once naming it; none opens the store beside it.
+func TestRunsStartedTogetherShareNoFolder(t *testing.T) {
+	release := make(chan struct{})
+	model, err := scripted.Start(func(r *scripted.Request) scripted.Reply {
+		<-release
+		return scripted.Text("the one answer")
+	})
+	require.NoError(t, err)
+	defer model.Close()
+	var once bool
+	defer func() {
+		if !once {
+			close(release)
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	env := map[string]string{"HERALD_BASE_URL": model.URL, "HERALD_MODEL": "m"}
+	const n = 4
+	type ended struct {
+		code           int
+		stdout, stderr string
+	}
+	results := make(chan ended, n)
+	for i := 0; i < n; i++ {
+		var out, errOut heraldtest.SyncBuffer
+		cmd := heraldCmd(t, ctx, dir, env, "run", fmt.Sprintf("task %d", i))
+		cmd.Stdout, cmd.Stderr = &out, &errOut
+		require.NoError(t, cmd.Start())
+		go func() {
+			err := cmd.Wait()
+			results <- ended{exitCode(err), out.String(), errOut.String()}
+		}()
+	}
+	// Every run but the holder ends on its own, while the holder waits for
+	// the model.
+	for i := 0; i < n-1; i++ {
+		select {
+		case r := <-results:
+			require.Equal(t, 1, r.code, "stderr: %s", r.stderr)
+			require.Contains(t, r.stderr, "is in use by process")
+		case <-ctx.Done():
+			t.Fatal("a run on a folder in use waited instead of stopping")
+		}
+	}
+	require.Eventually(t, func() bool { return len(model.Requests()) == 1 }, 60*time.Second, 20*time.Millisecond)
+	close(release)
+	once = true
+	r := <-results
+	require.Equal(t, 0, r.code, "stderr: %s", r.stderr)
+	require.Equal(t, "the one answer\n", r.stdout)
+	require.Len(t, model.Requests(), 1, "one run reached the model")
+}
+
+// A lock file left by a process that died (kill -9 leaves it, with its
+// pid and NATS address) holds nothing: the kernel dropped the lock with the
+// process, so the next run takes the folder instead of trusting the file.
+func TestAStaleLockFileDoesNotHoldTheFolder(t *testing.T) {
+	model, err := scripted.Start(scripted.Conversation(scripted.Text("taken over")))
+	require.NoError(t, err)
+	defer model.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, ".herald"), 0o755))
+	writeFile(t, filepath.Join(dir, ".herald", "herald.lock"),
+		`{"pid":999999,"command":"herald up","nats":"nats://127.0.0.1:1","workspace":"/elsewhere"}`+"\n")
+	var out, errOut bytes.Buffer
+	cmd := heraldCmd(t, ctx, dir, map[string]string{"HERALD_BASE_URL": model.URL, "HERALD_MODEL": "m"}, "run", "hello")
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	require.NoError(t, cmd.Run(), "stderr: %s", &errOut)
+	require.Equal(t, "taken over\n", out.String())
+	require.NotContains(t, errOut.String(), "attached", "a dead holder's address is not trusted")
+}
