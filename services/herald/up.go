@@ -78,7 +78,8 @@ func cmdUp(ctx context.Context, args []string, cio cliIO) int {
 	defer stopHTTP()
 	log.Info().Str("nats", a.Server.ClientURL()).Str("workspace", cfg.WorkspaceRoot()).
 		Str("dashboard", *httpAddr).Bool("clickhouse", cfg.ClickHouseDSN != "").Msg("herald is up")
-	fmt.Fprintf(cio.err, "Herald is up. NATS: %s — publish tasks on herald.tasks. Ctrl-C stops.\n", a.Server.ClientURL())
+	fmt.Fprintf(cio.err, "Herald is up. NATS: %s — publish tasks on herald.tasks; their tools work in %s. Ctrl-C stops.\n",
+		a.Server.ClientURL(), cfg.WorkspaceRoot())
 	<-ctx.Done()
 	log.Info().Msg("shutting down")
 	dctx, done := stops.drain(cio.err, "herald up", *drainFor)

@@ -114,6 +114,7 @@ func TestUpWithDefaultDataFolderRunsToolsOfATaskPublishedWithTheNatsCLI(t *testi
 	data, err := os.ReadFile(filepath.Join(real, ".herald", "workspace", "notes.txt"))
 	require.NoError(t, err, "the tools work in <data-dir>/workspace")
 	require.Equal(t, "written by the agent\n", string(data))
+	require.Contains(t, up.stderr.String(), "their tools work in "+filepath.Join(real, ".herald", "workspace"), "the banner names the real workspace")
 	for i, r := range model.Requests()[1:] {
 		require.NotContains(t, r.LastMessage().Text(), "outside the workspace", "tool result %d", i)
 	}
