@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/heraldrun/herald/pkg/heraldtest"
 	"github.com/heraldrun/herald/pkg/scripted"
 	"github.com/heraldrun/herald/proto"
 	"github.com/nats-io/nats.go"
@@ -112,4 +113,66 @@ func TestUpStopsWithinItsDrainAndAtOnceOnASecondInterrupt(t *testing.T) {
 	publishAndWaitToolStarted(t, up, "s2", "sleep again")
 	require.NoError(t, up.cmd.Process.Signal(os.Interrupt))
 	exited(t, up, 30*time.Second, "--drain 1s bounds the stop")
+}
+
+// `herald serve toolrunner` stops the same way: it says what it waits for,
+// a second Ctrl-C stops it at once, and the call it cut short is reported
+// to the task, which ends.
+func TestServeStopsAtOnceOnASecondInterrupt(t *testing.T) {
+	model, err := scripted.Start(func(r *scripted.Request) scripted.Reply {
+		if r.AssistantCount() == 0 {
+			return scripted.Tool("terminal", `{"command":"sleep 120"}`)
+		}
+		return scripted.Text("the runner stopped")
+	})
+	require.NoError(t, err)
+	defer model.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	env := map[string]string{"HERALD_BASE_URL": model.URL, "HERALD_MODEL": "m"}
+	up := startUserUp(t, ctx, t.TempDir(), env)
+	env["HERALD_NATS_URL"] = up.url
+	runner := &userUp{url: up.url, stderr: &heraldtest.SyncBuffer{}}
+	runner.cmd = heraldCmd(t, ctx, t.TempDir(), env, "serve", "toolrunner", "--pool", "edge", "--drain", "2m")
+	runner.cmd.Stderr = runner.stderr
+	require.NoError(t, runner.cmd.Start())
+	t.Cleanup(func() {
+		if runner.cmd.ProcessState == nil {
+			_ = runner.cmd.Process.Kill()
+		}
+	})
+	require.Eventually(t, func() bool { return strings.Contains(runner.stderr.String(), "tool runner started") },
+		60*time.Second, 20*time.Millisecond, "%s", runner.stderr)
+
+	nc, err := nats.Connect(up.url)
+	require.NoError(t, err)
+	defer nc.Close()
+	results, err := nc.SubscribeSync("herald.session.s3.result")
+	require.NoError(t, err)
+	events, err := nc.SubscribeSync("herald.session.s3.events")
+	require.NoError(t, err)
+	require.NoError(t, nc.Publish("herald.tasks", []byte(`{"session_id":"s3","prompt":"sleep on the edge","pool":"edge"}`)))
+	for {
+		msg, err := events.NextMsg(90 * time.Second)
+		require.NoError(t, err, "no tool_started: %s", runner.stderr)
+		var ev proto.Event
+		require.NoError(t, json.Unmarshal(msg.Data, &ev))
+		if ev.Type == proto.EventToolStarted {
+			break
+		}
+	}
+	require.NoError(t, runner.cmd.Process.Signal(os.Interrupt))
+	require.Eventually(t, func() bool {
+		return strings.Contains(runner.stderr.String(), "herald serve: stopping — waiting up to 2m0s for the work in flight")
+	}, 30*time.Second, 20*time.Millisecond, "%s", runner.stderr)
+	require.NoError(t, runner.cmd.Process.Signal(os.Interrupt))
+	exited(t, runner, 30*time.Second, "a second Ctrl-C stops herald serve at once")
+
+	msg, err := results.NextMsg(90 * time.Second)
+	require.NoError(t, err, "up: %s", up.stderr)
+	var res proto.Result
+	require.NoError(t, json.Unmarshal(msg.Data, &res))
+	require.Equal(t, proto.ExitTextResponse, res.ExitReason)
+	reqs := model.Requests()
+	require.Contains(t, reqs[len(reqs)-1].LastMessage().Text(), "outcome unknown")
 }
