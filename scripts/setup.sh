@@ -1,27 +1,39 @@
 #!/usr/bin/env bash
 # Installs from Debian's packages what Herald needs and is missing.
-#   scripts/setup.sh         what the demo uses: ClickHouse (cost accounting)
-#                            and protoc (wire contracts); the demo runs without
-#                            them, so a machine that cannot install only warns.
-#   scripts/setup.sh --test  also what `make test` uses: Chromium (dashboard
-#                            test), Bubblewrap (the terminal tool's sandbox),
-#                            tmux, Python 3, and Node.js with npm (an MCP
-#                            server from npm); fails when it cannot install them.
+#   scripts/setup.sh         what `herald demo` starts (make demo): Bubblewrap
+#                            (the tool runner's sandbox; the demo cannot run
+#                            without it, so a machine that cannot install it
+#                            fails) and ClickHouse (cost accounting; the demo
+#                            runs without it, so that one only warns).
+#   scripts/setup.sh --test  also what `make test` uses: protoc (wire
+#                            contracts), Chromium (dashboard test), tmux,
+#                            Python 3, and Node.js with npm (an MCP server from
+#                            npm); fails when it cannot install them.
 # Installing needs root or sudo; nothing is installed when nothing is missing.
 set -euo pipefail
 mode=${1:-demo}
-need=()
-want() { command -v "$1" >/dev/null 2>&1 || need+=("${@:2}"); }
-want clickhouse-server clickhouse-server clickhouse-client
-want clickhouse-client clickhouse-client
-want protoc protobuf-compiler
+need=()     # packages to install
+blocking=() # of them, those this mode cannot do without
+# want PROGRAM required|optional PACKAGE...: install PACKAGE... unless PROGRAM is on PATH.
+want() {
+  command -v "$1" >/dev/null 2>&1 && return 0
+  need+=("${@:3}")
+  [ "$2" = required ] && blocking+=("${@:3}")
+  return 0
+}
+# The demo's list: every program `herald demo` starts (a test,
+# TestSetupInstallsWhatTheDemoStarts in services/herald, compares the two).
+want bwrap required bubblewrap
+want clickhouse-server optional clickhouse-server
 if [ "$mode" = "--test" ]; then
-  command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || need+=(chromium)
-  want bwrap bubblewrap
-  want tmux tmux
-  want python3 python3
-  want node nodejs
-  want npm npm
+  want clickhouse-client required clickhouse-client
+  want protoc required protobuf-compiler
+  command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || { need+=(chromium); blocking+=(chromium); }
+  want tmux required tmux
+  want python3 required python3
+  want node required nodejs
+  want npm required npm
+  [ ${#need[@]} -gt 0 ] && blocking=("${need[@]}")
 fi
 # The sandbox's bwrap runs unprivileged (as sandbox.uid under a root
 # runner): where AppArmor restricts unprivileged user namespaces (Ubuntu
@@ -34,8 +46,12 @@ fi
 mapfile -t need < <(printf '%s\n' "${need[@]}" | sort -u)
 
 cannot() {
-  if [ "$mode" = "--test" ]; then
-    echo "setup: the tests need ${need[*]}; please install them ($1)" >&2
+  if [ ${#blocking[@]} -gt 0 ]; then
+    if [ "$mode" = "--test" ]; then
+      echo "setup: the tests need ${need[*]}; please install them ($1)" >&2
+    else
+      echo "setup: the demo needs ${blocking[*]} (and uses ${need[*]}); please install them ($1)" >&2
+    fi
     exit 1
   fi
   echo "setup: please install ${need[*]} ($1); the demo runs without ClickHouse but cannot show costs" >&2

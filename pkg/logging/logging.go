@@ -3,6 +3,7 @@ package logging
 
 import (
 	"io"
+	"os"
 	"strings"
 	"time"
 
@@ -29,7 +30,22 @@ func New(w io.Writer, level string, pretty bool) zerolog.Logger {
 		lvl = zerolog.InfoLevel
 	}
 	if pretty {
-		w = zerolog.ConsoleWriter{Out: w, TimeFormat: time.TimeOnly}
+		w = zerolog.ConsoleWriter{Out: w, TimeFormat: time.TimeOnly, NoColor: !colourful(w)}
 	}
 	return zerolog.New(w).Level(lvl).With().Timestamp().Logger()
+}
+
+// colourful reports whether w is a terminal that should get colour codes:
+// not a file or pipe (logs redirected keep no escape codes), and NO_COLOR
+// unset (https://no-color.org).
+func colourful(w io.Writer) bool {
+	if os.Getenv("NO_COLOR") != "" {
+		return false
+	}
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	info, err := f.Stat()
+	return err == nil && info.Mode()&os.ModeCharDevice != 0
 }

@@ -44,6 +44,7 @@ func (r *callRun) serve(ctx context.Context) *heraldpb.LLMResponse {
 	var lastEp endpoint
 	for i, idx := range chain {
 		ep := s.endpoints[idx]
+		ep.model = r.modelFor(ep) // events and errors name the model called, not the configured one
 		if i > 0 {
 			s.counters.fallbacks.Add(1)
 			r.progress.fallback(lastEp, ep, last)

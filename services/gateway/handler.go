@@ -86,9 +86,11 @@ func (s *Service) resolveTools(ctx context.Context, req *heraldpb.LLMRequest) er
 }
 
 // logFailure records a call that ended in an error: provider failures at
-// warn, the ones a user or a budget chose at debug.
+// info (the failure travels in the response to the task's result, which
+// `herald run` prints; a service log at warn printed it a second time), the
+// ones a user or a budget chose at debug.
 func (s *Service) logFailure(req *heraldpb.LLMRequest, resp *heraldpb.LLMResponse) {
-	ev := s.log.Warn()
+	ev := s.log.Info()
 	switch ErrorClass(resp.GetErrorClass()) {
 	case ClassInterrupted, ClassBudgetExceeded:
 		ev = s.log.Debug()

@@ -86,6 +86,7 @@ func cmdChat(ctx context.Context, args []string, cio cliIO) int {
 		return exitFail
 	}
 	defer rt.close()
+	attachNotice(cio.err, rt, f)
 	c := &chat{rt: rt, cfg: cfg, cio: cio, flags: f, sid: f.session, model: f.model}
 	if f.cont {
 		if c.sid, err = lastSession(ctx, rt.js, f.workspace); err != nil {
@@ -219,6 +220,9 @@ func (c *chat) readLine(prompt string) (string, error) {
 func (c *chat) modelName() string {
 	if c.model != "" {
 		return c.model
+	}
+	if c.rt.app == nil {
+		return "(the server's)" // attached: the server calls its own configured model
 	}
 	return c.cfg.Primary.Model
 }

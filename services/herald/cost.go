@@ -19,7 +19,7 @@ func cmdCost(ctx context.Context, args []string, cio cliIO) int {
 	var c common
 	c.register(fs)
 	by := fs.String("by", "model", "group by: "+strings.Join(accounting.CostGroupings, ", "))
-	since := fs.Duration("since", 0, "only the last DURATION (e.g. 24h); default all time")
+	since := ageFlag(fs, "since", "only the last DURATION (e.g. 7d, 24h); default all time")
 	session := fs.String("session", "", "only this session")
 	tenant := fs.String("tenant", "", "only this tenant")
 	jsonOut := fs.Bool("json", false, "print JSON")

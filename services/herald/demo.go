@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"time"
 
@@ -42,8 +43,43 @@ func cmdDemo(ctx context.Context, args []string, cio cliIO) int {
 	return exitOK
 }
 
+// demoProgram is a program `herald demo` starts; without a required one
+// the demo cannot run, without an optional one it runs with less.
+type demoProgram struct {
+	name, debianPackage, why string
+	required                 bool
+}
+
+// demoPrograms are the programs the demo starts with cfg: the tool runner's
+// sandbox, and a private ClickHouse when no DSN is set. scripts/setup.sh
+// (make demo) installs this list; TestSetupInstallsWhatTheDemoStarts keeps
+// the two equal.
+func demoPrograms(cfg config.Config) []demoProgram {
+	var out []demoProgram
+	if cfg.Sandbox.Mode != config.SandboxNone {
+		out = append(out, demoProgram{"bwrap", "bubblewrap", "the tool runner's sandbox", true})
+	}
+	if cfg.ClickHouseDSN == "" {
+		out = append(out, demoProgram{"clickhouse-server", "clickhouse-server", "cost accounting", false})
+	}
+	return out
+}
+
+// missingDemoProgram says which required program is not installed.
+func missingDemoProgram(cfg config.Config) error {
+	for _, p := range demoPrograms(cfg) {
+		if _, err := exec.LookPath(p.name); err != nil && p.required {
+			return fmt.Errorf("the demo needs %s (%s, Debian package %s): run scripts/setup.sh (make demo does)", p.name, p.why, p.debianPackage)
+		}
+	}
+	return nil
+}
+
 func runDemo(ctx context.Context, cfg config.Config, c common, cio cliIO, keep bool) error {
 	log := c.logger(cio.err, "warn")
+	if err := missingDemoProgram(cfg); err != nil {
+		return err
+	}
 	model, err := scripted.Start(scripted.Demo())
 	if err != nil {
 		return err
@@ -59,6 +95,9 @@ func runDemo(ctx context.Context, cfg config.Config, c common, cio cliIO, keep b
 		defer os.RemoveAll(dir)
 	}
 	cfg.DataDir, cfg.Workspace, cfg.Tenant = dir, filepath.Join(dir, "workspace"), "demo"
+	if err := absPaths(&cfg); err != nil { // the temporary folder may be reached through a symlink
+		return err
+	}
 	cfg.Primary = config.Provider{Provider: "openai", Model: demoModel, BaseURL: model.URL}
 	cfg.FallbackProviders = nil
 	cfg.Pricing = map[string]config.Price{demoModel: {Input: 2.5, Output: 10, CacheRead: 1.25}}
@@ -87,7 +126,12 @@ func runDemo(ctx context.Context, cfg config.Config, c common, cio cliIO, keep b
 	if err != nil {
 		return err
 	}
-	reportResult(res, cio, false)
+	hint := "the demo's data is deleted when it ends; herald demo --keep keeps it"
+	if keep {
+		hint = fmt.Sprintf("continue with: HERALD_DATA_DIR=%s HERALD_WORKSPACE=%s herald run --tenant demo --session %s \"...\" (with a real model)",
+			dir, cfg.Workspace, res.SessionID)
+	}
+	reportResultHint(res, cio, false, hint)
 	if res.ExitReason != proto.ExitTextResponse {
 		return fmt.Errorf("the demo task ended with %s", res.ExitReason)
 	}

@@ -55,15 +55,22 @@ func cmdDoctor(ctx context.Context, args []string, cio cliIO) int {
 	var c common
 	c.register(fs)
 	jsonOut := fs.Bool("json", false, `print {"ok": bool, "checks": [...]} only`)
+	strict := fs.Bool("strict", false, "unknown keys in herald.yaml fail the check (default: a warning)")
 	if _, err := parseInterspersed(fs, args); err != nil {
 		return flagExit(err)
 	}
-	cfg, err := c.load()
-	if err != nil {
-		fmt.Fprintln(cio.err, "herald doctor:", err)
-		return exitUsage
+	c.stderr = nil // unknown keys are the config check's to report
+	var rep doctorReport
+	if cfg, err := c.load(); err != nil {
+		// A configuration that does not load is this check's finding, in
+		// the report's own form: the other checks need it, so they skip.
+		rep = doctorReport{Checks: []check{{Name: "config", Status: checkFail, Detail: err.Error(),
+			Fix: "correct the file (YAML syntax, values); herald doctor checks the rest once it loads"}}}
+	} else {
+		rep = diagnose(ctx, cfg)
+		rep.Checks = append([]check{configCheck(c, *strict)}, rep.Checks...)
+		rep.OK = rep.OK && rep.Checks[0].Status != checkFail
 	}
-	rep := diagnose(ctx, cfg)
 	if *jsonOut {
 		enc := json.NewEncoder(cio.out)
 		enc.SetIndent("", "  ")
@@ -79,7 +86,7 @@ func cmdDoctor(ctx context.Context, args []string, cio cliIO) int {
 
 func diagnose(ctx context.Context, cfg config.Config) doctorReport {
 	if os.Getenv("HERALD_WORKSPACE") == "" { // as herald run and chat use it in-process
-		if cwd, err := os.Getwd(); err == nil {
+		if cwd, err := workingDir(); err == nil {
 			cfg.Workspace = cwd
 		}
 	}
@@ -364,4 +371,26 @@ func workspaceCheck(cfg config.Config) check {
 	f.Close()
 	os.Remove(f.Name())
 	return check{Name: "workspace", Status: checkOK, Detail: fmt.Sprintf("%s writable (state in %s)", dir, filepath.Clean(cfg.DataDir))}
+}
+
+// configCheck reports herald.yaml's unknown keys: ignored settings, most
+// likely typos. A warning, or a failure with --strict.
+func configCheck(c common, strict bool) check {
+	path, unknown := c.unknownKeys()
+	if path == "" {
+		return check{Name: "config", Status: checkOK, Detail: "no herald.yaml: defaults and environment"}
+	}
+	if len(unknown) == 0 {
+		return check{Name: "config", Status: checkOK, Detail: path + ": every key known"}
+	}
+	names := make([]string, len(unknown))
+	for i, k := range unknown {
+		names[i] = k.String()
+	}
+	status := checkWarn
+	if strict {
+		status = checkFail
+	}
+	return check{Name: "config", Status: status, Detail: fmt.Sprintf("%s: unknown keys, ignored: %s", path, strings.Join(names, "; ")),
+		Fix: "correct or remove them (the keys are listed in docs/CONFIG.md)"}
 }

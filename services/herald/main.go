@@ -60,7 +60,7 @@ const (
 const usage = `herald — an agent runtime on NATS JetStream
 
 Usage:
-  herald run [flags] "PROMPT"     run a task and stream it (in-process when no NATS is reachable)
+  herald run [flags] "PROMPT"     run a task and stream it (in-process when no NATS is reachable; PROMPT - reads stdin)
   herald chat [flags]             talk with the agent turn after turn in one session
   herald doctor [--json]          check the setup: NATS, ClickHouse, providers, MCP servers, sandbox
   herald up [flags]               run every service over an embedded JetStream server
@@ -73,6 +73,7 @@ Usage:
   herald demo                     the whole system on a built-in scripted model
   herald keys create --tenant T | list | revoke ID   API keys of the HTTP api (docs/API.md)
   herald schedules add|list|pause|resume|remove   prompts run on a timetable (docs/API.md)
+  herald version                  the version of this binary (also --version)
 
 Run 'herald COMMAND -h' for a command's flags.
 `
@@ -111,6 +112,9 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 		return cmdKeys(ctx, args[1:], io)
 	case "schedules":
 		return cmdSchedules(ctx, args[1:], io)
+	case "--version", "version":
+		fmt.Fprintln(stdout, versionLine())
+		return exitOK
 	case "-h", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return exitOK

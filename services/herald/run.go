@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -48,6 +49,14 @@ func cmdRun(ctx context.Context, args []string, cio cliIO) int {
 	if err != nil {
 		return flagExit(err)
 	}
+	if len(pos) == 1 && pos[0] == "-" { // the prompt from stdin: herald run - < task.md
+		data, err := io.ReadAll(cio.in)
+		if err != nil {
+			fmt.Fprintln(cio.err, "herald run: reading the prompt from stdin:", err)
+			return exitFail
+		}
+		pos[0] = strings.TrimSpace(string(data))
+	}
 	if len(pos) != 1 || strings.TrimSpace(pos[0]) == "" {
 		fmt.Fprintln(cio.err, `herald run: give exactly one PROMPT, e.g. herald run "list the files here"`)
 		return exitUsage
@@ -82,7 +91,7 @@ func cmdRun(ctx context.Context, args []string, cio cliIO) int {
 		return exitUsage
 	}
 	log := f.logger(cio.err, "warn")
-	res, err := runTask(ctx, cfg, log, task, cio, f.json, f.yes, f.cont)
+	res, err := runTask(ctx, cfg, log, task, cio, f)
 	if err != nil {
 		fmt.Fprintln(cio.err, "herald run:", err)
 		return exitFail
@@ -107,12 +116,14 @@ func flagExit(err error) int {
 // runTask submits task to the NATS at HERALD_NATS_URL, or, when none
 // answers, to a whole Herald started in this process for the task's length.
 // continueLast puts the task in the workspace's most recent session.
-func runTask(ctx context.Context, cfg config.Config, log zerolog.Logger, task proto.Task, cio cliIO, jsonOut, yes, continueLast bool) (proto.Result, error) {
+func runTask(ctx context.Context, cfg config.Config, log zerolog.Logger, task proto.Task, cio cliIO, f runFlags) (proto.Result, error) {
+	jsonOut, yes, continueLast := f.json, f.yes, f.cont
 	rt, err := openRuntime(ctx, cfg, log)
 	if err != nil {
 		return proto.Result{}, err
 	}
 	defer rt.close()
+	attachNotice(cio.err, rt, f)
 	if continueLast {
 		if task.SessionID, err = lastSession(ctx, rt.js, task.Workspace); err != nil {
 			return proto.Result{}, err
@@ -128,16 +139,41 @@ type runtime struct {
 	nc  *nats.Conn
 	js  jetstream.JetStream
 	app *app.App // nil when remote
+	// url is the remote server's (attached); lock is held while in-process.
+	url  string
+	lock *dataLock
+	// holder is the running Herald of this data folder, when attached to it.
+	holder *lockHolder
 }
 
+// openRuntime attaches to the Herald at HERALD_NATS_URL, else to the one
+// holding this data folder when it listens, else starts Herald in-process
+// on the folder; a folder held by a process that does not listen stops
+// here, naming it (never two servers on one store).
 func openRuntime(ctx context.Context, cfg config.Config, log zerolog.Logger) (*runtime, error) {
 	nc, err := nats.Connect(cfg.NATSURL, nats.Timeout(time.Second), nats.Name("herald-run"), app.InboxOption(cfg))
-	rt := &runtime{nc: nc}
+	rt := &runtime{nc: nc, url: cfg.NATSURL}
 	if err != nil {
-		if rt.app, err = startInProcess(ctx, cfg, log); err != nil {
-			return nil, err
+		lock, lerr := lockDataDir(cfg.DataDir, lockHolder{Workspace: cfg.WorkspaceRoot()})
+		var busy *errDataDirBusy
+		switch {
+		case errors.As(lerr, &busy) && busy.holder.NATS != "":
+			if rt.nc, err = nats.Connect(busy.holder.NATS, nats.Timeout(time.Second), nats.Name("herald-run"), app.InboxOption(cfg)); err != nil {
+				return nil, fmt.Errorf("%w; its NATS at %s does not answer: %v", lerr, busy.holder.NATS, err)
+			}
+			rt.url, rt.holder = busy.holder.NATS, &busy.holder
+		case lerr != nil:
+			return nil, lerr
+		default:
+			rt.lock = lock
+			if rt.app, err = startInProcess(ctx, cfg, log); err != nil {
+				lock.release()
+				return nil, err
+			}
+			rt.nc = rt.app.NC
 		}
-		rt.nc = rt.app.NC
+	} else if h, ok := folderHolder(cfg.DataDir); ok && h.NATS == nc.ConnectedUrl() {
+		rt.holder = &h
 	}
 	if rt.js, err = jetstream.New(rt.nc); err != nil {
 		rt.close()
@@ -152,9 +188,17 @@ func openRuntime(ctx context.Context, cfg config.Config, log zerolog.Logger) (*r
 	return rt, nil
 }
 
+// runDrain bounds how long an in-process Herald waits, after the answer,
+// for work still in flight (usage rows, memory) before it stops: what is
+// not done is redelivered the next time the folder's Herald runs.
+const runDrain = 5 * time.Second
+
 func (rt *runtime) close() {
 	if rt.app != nil {
-		rt.app.Shutdown(context.Background())
+		ctx, cancel := context.WithTimeout(context.Background(), runDrain)
+		rt.app.Shutdown(ctx)
+		cancel()
+		rt.lock.release()
 		return
 	}
 	rt.nc.Close()
@@ -195,7 +239,7 @@ func remoteReady(ctx context.Context, cfg config.Config, js jetstream.JetStream,
 // under the data dir, so sessions can be continued with --session.
 func startInProcess(ctx context.Context, cfg config.Config, log zerolog.Logger) (*app.App, error) {
 	if os.Getenv("HERALD_WORKSPACE") == "" {
-		cwd, err := os.Getwd()
+		cwd, err := workingDir()
 		if err != nil {
 			return nil, err
 		}
@@ -213,20 +257,33 @@ func startInProcess(ctx context.Context, cfg config.Config, log zerolog.Logger) 
 }
 
 func reportResult(res proto.Result, cio cliIO, jsonOut bool) int {
+	return reportResultHint(res, cio, jsonOut, fmt.Sprintf("continue with: herald run --session %s \"...\"", res.SessionID))
+}
+
+// reportResultHint is reportResult with hint said after the session id.
+func reportResultHint(res proto.Result, cio cliIO, jsonOut bool, hint string) int {
 	if jsonOut {
 		data, _ := json.Marshal(res)
 		fmt.Fprintln(cio.out, string(data))
 	} else {
 		u := res.Usage
-		fmt.Fprintf(cio.err, "\n— %s · %d API calls · %d iterations · tokens in %d (cached %d) out %d · $%.6f\n",
-			res.ExitReason, res.APICalls, res.Iterations, u.InputTokens, u.CacheReadTokens, u.OutputTokens, res.CostUSD)
-		if res.Error != "" {
+		fmt.Fprintf(cio.err, "\n— %s · %s · %s · tokens in %d (cached %d) out %d · $%.6f\n",
+			res.ExitReason, count(res.APICalls, "API call"), count(res.Iterations, "iteration"), u.InputTokens, u.CacheReadTokens, u.OutputTokens, res.CostUSD)
+		if res.Error != "" && !strings.Contains(res.FinalResponse, strings.TrimSpace(res.Error)) { // said once
 			fmt.Fprintln(cio.err, "error:", res.Error)
 		}
-		fmt.Fprintf(cio.err, "session %s (continue with: herald run --session %s \"...\")\n", res.SessionID, res.SessionID)
+		fmt.Fprintf(cio.err, "session %s (%s)\n", res.SessionID, hint)
 	}
 	if res.ExitReason == proto.ExitTextResponse {
 		return exitOK
 	}
 	return exitFail
+}
+
+// count is "1 iteration", "2 iterations".
+func count(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }

@@ -20,6 +20,7 @@ func cmdServe(ctx context.Context, args []string, cio cliIO) int {
 	instance := fs.String("name", "", "instance name shown in results and tool events (default host-pid)")
 	apiListen := fs.String("listen", "127.0.0.1:8080", "address the api service serves HTTP on (herald serve api)")
 	metricsAddr := fs.String("metrics", "", "serve Prometheus metrics on this address's /metrics (e.g. 127.0.0.1:9464)")
+	drainFor := drainFlag(fs)
 	names, err := parseInterspersed(fs, args)
 	if err != nil {
 		return flagExit(err)
@@ -34,6 +35,7 @@ func cmdServe(ctx context.Context, args []string, cio cliIO) int {
 		return exitUsage
 	}
 	log := c.logger(cio.err, "info")
+	stops := watchStops()
 	a, err := app.Start(ctx, app.Options{Config: cfg, Services: names, Log: log, Instance: *instance,
 		Concurrency: *concurrency, Pool: *pool, ConnectTimeout: 30 * time.Second, SizeProcessors: true, APIListen: *apiListen})
 	if err != nil {
@@ -49,8 +51,8 @@ func cmdServe(ctx context.Context, args []string, cio cliIO) int {
 	defer stopMetrics()
 	log.Info().Strs("services", names).Str("nats", app.RedactURL(cfg.NATSURL)).Msg("serving")
 	<-ctx.Done()
-	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	sctx, done := stops.drain(cio.err, "herald serve", *drainFor)
+	defer done()
 	a.Shutdown(sctx)
 	return exitOK
 }

@@ -94,17 +94,33 @@ func openBus(cfg config.Config) (jetstream.JetStream, func(), error) {
 	if _, err := os.Stat(store); err != nil {
 		return nil, nil, fmt.Errorf("no NATS at %s and no local data in %s", app.RedactURL(cfg.NATSURL), store)
 	}
+	// The folder's store has one owner: attach to it when it listens, else
+	// say who holds it.
+	lock, err := lockDataDir(cfg.DataDir, lockHolder{Workspace: cfg.WorkspaceRoot()})
+	if busy := (*errDataDirBusy)(nil); errors.As(err, &busy) && busy.holder.NATS != "" {
+		nc, cerr := nats.Connect(busy.holder.NATS, nats.Timeout(time.Second), app.InboxOption(cfg))
+		if cerr != nil {
+			return nil, nil, fmt.Errorf("%w; its NATS at %s does not answer: %v", err, busy.holder.NATS, cerr)
+		}
+		js, err := jetstream.New(nc)
+		return js, nc.Close, err
+	}
+	if err != nil {
+		return nil, nil, err
+	}
 	srv, err := embedded.Start(embedded.Options{StoreDir: store, Log: zerolog.Nop()})
 	if err != nil {
+		lock.release()
 		return nil, nil, err
 	}
 	nc, err := srv.Connect("herald-sessions")
 	if err != nil {
 		srv.Shutdown()
+		lock.release()
 		return nil, nil, err
 	}
 	js, err := jetstream.New(nc)
-	return js, func() { nc.Close(); srv.Shutdown() }, err
+	return js, func() { nc.Close(); srv.Shutdown(); lock.release() }, err
 }
 
 func listSessions(ctx context.Context, js jetstream.JetStream, cio cliIO, jsonOut bool) error {

@@ -186,9 +186,9 @@ func (s *stream) onEvent(data []byte) {
 			fmt.Fprintln(s.cio.out)
 			s.answer.Reset()
 		}
-		fmt.Fprintf(s.cio.err, "  ⚙ %s %s\n", ev.Tool, shorten(ev.Args, 120))
+		fmt.Fprintf(s.cio.err, "  ⚙ %s %s\n", ev.Tool, shorten(readableArgs(ev.Args), 120))
 	case proto.EventToolFinished:
-		fmt.Fprintf(s.cio.err, "  ✓ %s %s\n", ev.Tool, ev.Status)
+		fmt.Fprintf(s.cio.err, "  %s %s %s\n", toolMark(ev.Status), ev.Tool, ev.Status)
 	case proto.EventRetry, proto.EventFallback, proto.EventCompression, proto.EventContextPressure:
 		fmt.Fprintf(s.cio.err, "  · %s: %s\n", ev.Type, ev.Message)
 	}
@@ -252,4 +252,29 @@ func shorten(s string, n int) string {
 		return s
 	}
 	return s[:n] + "…"
+}
+
+// toolMark is ✓ for a tool call that ran and succeeded, ✗ for any other
+// ending (denied, refused, failed, timed out, outcome unknown).
+func toolMark(status string) string {
+	if status == "ok" {
+		return "✓"
+	}
+	return "✗"
+}
+
+// readableArgs shows a tool call's JSON arguments as a person reads them:
+// re-encoded without Go's HTML escaping, so a command shows && rather than
+// \u0026\u0026; arguments cut short (no longer JSON) are unescaped alike.
+func readableArgs(args string) string {
+	var v any
+	if err := json.Unmarshal([]byte(args), &v); err == nil {
+		var b strings.Builder
+		enc := json.NewEncoder(&b)
+		enc.SetEscapeHTML(false)
+		if enc.Encode(v) == nil {
+			return strings.TrimSuffix(b.String(), "\n")
+		}
+	}
+	return strings.NewReplacer(`\u0026`, "&", `\u003c`, "<", `\u003e`, ">").Replace(args)
 }

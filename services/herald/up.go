@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"time"
@@ -24,11 +25,12 @@ func cmdUp(ctx context.Context, args []string, cio cliIO) int {
 	fs := newFlagSet("up", cio.err)
 	var c common
 	c.register(fs)
-	listen := fs.String("nats-listen", "127.0.0.1:4222", "address the embedded NATS server listens on")
+	listen := fs.String("nats-listen", defaultListen(), "address the embedded NATS server listens on (default: the host:port of HERALD_NATS_URL, else 127.0.0.1:4222)")
 	dataDir := fs.String("data-dir", "", "where streams, workspace and ClickHouse data live (default ./.herald or HERALD_DATA_DIR)")
-	httpAddr := fs.String("http", "127.0.0.1:8080", "dashboard address (empty to disable)")
+	httpAddr := fs.String("http", envOr("HERALD_HTTP_ADDR", "127.0.0.1:8080"), "dashboard address (empty to disable; default HERALD_HTTP_ADDR, else 127.0.0.1:8080)")
 	natsConfig := fs.String("nats-config", "", "nats-server configuration file (accounts, users, permissions)")
 	concurrency := concurrencyFlag(fs)
+	drainFor := drainFlag(fs)
 	if _, err := parseInterspersed(fs, args); err != nil {
 		return flagExit(err)
 	}
@@ -39,12 +41,19 @@ func cmdUp(ctx context.Context, args []string, cio cliIO) int {
 	}
 	if *dataDir != "" {
 		cfg.DataDir = *dataDir
+		if err := absPaths(&cfg); err != nil {
+			fmt.Fprintln(cio.err, "herald up: --data-dir:", err)
+			return exitUsage
+		}
 	}
 	log := c.logger(cio.err, "info")
-	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+	stops := watchStops()
+	lock, err := lockDataDir(cfg.DataDir, lockHolder{Workspace: cfg.WorkspaceRoot()})
+	if err != nil {
 		fmt.Fprintln(cio.err, "herald up:", err)
 		return exitFail
 	}
+	defer lock.release()
 	ch, err := privateClickHouse(ctx, &cfg.ClickHouseDSN, cfg.DataDir, log)
 	if err != nil {
 		fmt.Fprintln(cio.err, "herald up:", err)
@@ -57,7 +66,11 @@ func cmdUp(ctx context.Context, args []string, cio cliIO) int {
 		fmt.Fprintln(cio.err, "herald up:", err)
 		return exitFail
 	}
-	defer a.Shutdown(context.Background())
+	defer func() { a.Shutdown(context.Background()) }() // at once when returning early; drained below
+	if err := lock.setNATS(a.Server.ClientURL()); err != nil {
+		fmt.Fprintln(cio.err, "herald up:", err)
+		return exitFail
+	}
 	stopHTTP, err := serveDashboard(*httpAddr, cfg.ClickHouseDSN, cfg.DashboardToken, cfg.Dashboard.AllowedHosts, app.Transcripts(a.JS), a.API, log)
 	if err != nil {
 		fmt.Fprintln(cio.err, "herald up:", err)
@@ -66,9 +79,13 @@ func cmdUp(ctx context.Context, args []string, cio cliIO) int {
 	defer stopHTTP()
 	log.Info().Str("nats", a.Server.ClientURL()).Str("workspace", cfg.WorkspaceRoot()).
 		Str("dashboard", *httpAddr).Bool("clickhouse", cfg.ClickHouseDSN != "").Msg("herald is up")
-	fmt.Fprintf(cio.err, "Herald is up. NATS: %s — publish tasks on herald.tasks. Ctrl-C stops.\n", a.Server.ClientURL())
+	fmt.Fprintf(cio.err, "Herald is up. NATS: %s — publish tasks on herald.tasks; their tools work in %s. Ctrl-C stops.\n",
+		a.Server.ClientURL(), cfg.WorkspaceRoot())
 	<-ctx.Done()
 	log.Info().Msg("shutting down")
+	dctx, done := stops.drain(cio.err, "herald up", *drainFor)
+	defer done()
+	a.Shutdown(dctx)
 	return exitOK
 }
 
@@ -132,4 +149,24 @@ func serveDashboard(addr, dsn, token string, hosts []string, transcripts account
 			c.Close()
 		}
 	}, nil
+}
+
+// defaultListen is where `herald up` listens unless told: where
+// HERALD_NATS_URL points when that is this machine's loopback, so `herald
+// run` and the nats CLI of the same environment find it.
+func defaultListen() string {
+	u, err := url.Parse(os.Getenv("HERALD_NATS_URL"))
+	if err == nil && u.Port() != "" {
+		if ip := net.ParseIP(u.Hostname()); u.Hostname() == "localhost" || ip != nil && ip.IsLoopback() {
+			return net.JoinHostPort(u.Hostname(), u.Port())
+		}
+	}
+	return "127.0.0.1:4222"
+}
+
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
 }

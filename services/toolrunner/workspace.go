@@ -48,7 +48,10 @@ func openWorkspace(root, sub string, hide ...string) (workspace, error) {
 	if err := os.MkdirAll(root, 0o755); err != nil {
 		return workspace{}, fmt.Errorf("create workspace root: %w", err)
 	}
-	base, err := filepath.EvalSymlinks(root)
+	base, err := filepath.Abs(root) // a relative root is compared with absolute paths below
+	if err == nil {
+		base, err = filepath.EvalSymlinks(base)
+	}
 	if err != nil {
 		return workspace{}, fmt.Errorf("workspace root: %w", err)
 	}

@@ -45,7 +45,7 @@ func natsCLI(t *testing.T) string {
 	return bin
 }
 
-// The README's example plugin, run by the real nats CLI, refuses a call.
+// The example plugin of docs/SUBJECTS.md, run by the real nats CLI, refuses a call.
 func TestNatsCLIPluginAnswersPreToolCall(t *testing.T) {
 	cli := natsCLI(t)
 	h := Start(t, scripted.Conversation(
@@ -55,11 +55,11 @@ func TestNatsCLIPluginAnswersPreToolCall(t *testing.T) {
 		func(_ *config.Config, o *app.Options) { o.Listen = "127.0.0.1:0" })
 	script, err := filepath.Abs(filepath.Join("testdata", "no-curl.sh"))
 	require.NoError(t, err)
-	readme, err := os.ReadFile(filepath.Join("..", "..", "..", "README.md"))
+	page, err := os.ReadFile(filepath.Join("..", "..", "..", "docs", "SUBJECTS.md"))
 	require.NoError(t, err)
 	body, err := os.ReadFile(script)
 	require.NoError(t, err)
-	require.Contains(t, string(readme), string(body), "the README shows the plugin this test runs")
+	require.Contains(t, string(page), string(body), "docs/SUBJECTS.md shows the plugin this test runs")
 	plugin := exec.Command(cli, "--server", h.App.Server.ClientURL(), "reply", bus.HookPreToolCall(), "--command", script)
 	plugin.Stdout, plugin.Stderr = os.Stderr, os.Stderr
 	require.NoError(t, plugin.Start())
