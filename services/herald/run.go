@@ -25,6 +25,7 @@ import (
 type runFlags struct {
 	common
 	session, model, tenant, workspace, pool string
+	reasoning                               string
 	maxIterations                           int
 	maxCost                                 float64
 	json, yes, cont                         bool
@@ -44,6 +45,7 @@ func cmdRun(ctx context.Context, args []string, cio cliIO) int {
 	fs.BoolVar(&f.json, "json", false, "print the result JSON only")
 	fs.BoolVar(&f.yes, "yes", false, "approve dangerous commands without asking")
 	f.registerContinue(fs)
+	f.registerReasoning(fs)
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
 		return flagExit(err)
@@ -73,7 +75,7 @@ func cmdRun(ctx context.Context, args []string, cio cliIO) int {
 	}
 	task := proto.Task{Prompt: pos[0], SessionID: f.session, TaskID: "t-" + uuid.NewString(), Model: f.model,
 		MaxIterations: f.maxIterations, MaxCostUSD: f.maxCost, Tenant: cfg.Tenant, Workspace: f.workspace,
-		Pool: f.pool, Yes: f.yes}
+		Pool: f.pool, Yes: f.yes, ReasoningEffort: f.reasoning}
 	if task.SessionID == "" {
 		task.SessionID = "s-" + uuid.NewString()
 	}
