@@ -31,6 +31,8 @@ var conformancePrices = map[string]config.Price{
 	"gpt-5-mini":                    {Input: 0.25, Output: 2, CacheRead: 0.025},
 	"claude-sonnet-4-5":             {Input: 3, Output: 15, CacheRead: 0.30, CacheWrite: 3.75},
 	"claude-3-haiku-20240307":       {Input: 0.25, Output: 1.25, CacheRead: 0.03, CacheWrite: 0.30},
+	"claude-haiku-4-5":              {Input: 1, Output: 5, CacheRead: 0.10, CacheWrite: 1.25, Fees: map[string]float64{"web_search": 0.01}},
+	"claude-opus-4-1":               {Input: 15, Output: 75, CacheRead: 1.50, CacheWrite: 18.75},
 	"anthropic/claude-3-haiku":      {Input: 0.25, Output: 1.25, CacheRead: 0.03, CacheWrite: 0.30},
 	"anthropic/claude-sonnet-4.5":   {Input: 3, Output: 15, CacheRead: 0.30, CacheWrite: 3.75},
 	"deepseek/deepseek-r1":          {Input: 0.40, Output: 2},
