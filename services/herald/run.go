@@ -220,8 +220,12 @@ func reportResult(res proto.Result, cio cliIO, jsonOut bool) int {
 		fmt.Fprintln(cio.out, string(data))
 	} else {
 		u := res.Usage
-		fmt.Fprintf(cio.err, "\n— %s · %d API calls · %d iterations · tokens in %d (cached %d) out %d · $%.6f\n",
-			res.ExitReason, res.APICalls, res.Iterations, u.InputTokens, u.CacheReadTokens, u.OutputTokens, res.CostUSD)
+		reasoning := ""
+		if u.ReasoningTokens > 0 {
+			reasoning = fmt.Sprintf(" (reasoning %d)", u.ReasoningTokens)
+		}
+		fmt.Fprintf(cio.err, "\n— %s · %d API calls · %d iterations · tokens in %d (cached %d) out %d%s · $%.6f\n",
+			res.ExitReason, res.APICalls, res.Iterations, u.InputTokens, u.CacheReadTokens, u.OutputTokens, reasoning, res.CostUSD)
 		if res.Error != "" {
 			fmt.Fprintln(cio.err, "error:", res.Error)
 		}
