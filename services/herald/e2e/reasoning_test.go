@@ -104,3 +104,56 @@ func TestThinkingBlocksCarriedThroughEveryToolStep(t *testing.T) {
 	}
 	require.Equal(t, 3*2+1, kept, "three steps of two blocks, and the answer's")
 }
+
+// TestEncryptedReasoningCarriedThroughEveryToolStep is the Responses API's
+// form: with store: false every request asks for encrypted reasoning, and
+// carries each earlier step's reasoning item, unchanged, before its call.
+func TestEncryptedReasoningCarriedThroughEveryToolStep(t *testing.T) {
+	h := Start(t, func(r *scripted.Request) scripted.Reply {
+		n := r.AssistantCount() + 1
+		if n > 3 {
+			return scripted.Text("All three read.")
+		}
+		return scripted.Reply{Reasoning: fmt.Sprintf("Step %d.", n), Signature: fmt.Sprintf("enc-%d", n),
+			ToolCalls: []scripted.Call{{Name: "read_file", Args: fmt.Sprintf(`{"path":"note%d.txt"}`, n)}}}
+	}, WithConfig(func(c *config.Config) {
+		c.Primary = config.Provider{Provider: "openai", Model: "gpt-5-mini", BaseURL: c.Primary.BaseURL, APIMode: "codex_responses"}
+		c.Providers = map[string]config.ProviderProfile{"openai": {Profile: "openai"}}
+		c.Pricing = map[string]config.Price{"gpt-5-mini": {Input: 0.25, Output: 2}}
+	}))
+	task := NewTask("Read the three notes.")
+	res := h.Run(task)
+	require.Equal(t, proto.ExitTextResponse, res.ExitReason, res.Error)
+
+	reqs := h.Model.Requests()
+	require.Len(t, reqs, 4)
+	for step, req := range reqs {
+		var body struct {
+			Store   bool              `json:"store"`
+			Include []string          `json:"include"`
+			Input   []json.RawMessage `json:"input"`
+		}
+		require.NoError(t, json.Unmarshal(req.Raw, &body))
+		require.False(t, body.Store)
+		require.Equal(t, []string{"reasoning.encrypted_content"}, body.Include, "request %d", step+1)
+		var order []string
+		for _, raw := range body.Input {
+			var it struct {
+				Type             string `json:"type"`
+				EncryptedContent string `json:"encrypted_content"`
+			}
+			require.NoError(t, json.Unmarshal(raw, &it))
+			switch it.Type {
+			case "reasoning":
+				order = append(order, it.EncryptedContent)
+			case "function_call":
+				order = append(order, "call")
+			}
+		}
+		var want []string
+		for n := 1; n <= step; n++ {
+			want = append(want, fmt.Sprintf("enc-%d", n), "call")
+		}
+		require.Equal(t, want, order, "request %d: each step's encrypted reasoning before its call", step+1)
+	}
+}
