@@ -107,8 +107,8 @@ func (r *callRun) attempt(ctx context.Context, ep endpoint) (modelAnswer, *attem
 	if err == nil && ctx.Err() == nil {
 		ans.message.Content = ScrubMemoryContext(ans.message.GetContent())
 		ans.message.Reasoning = ScrubMemoryContext(ans.message.GetReasoning())
-		r.bill(ctx, ep, ans.usage, pricing.Charges{Served: true, Fees: ans.fees}, latency, nil)
-		r.apiRequestDone(ep, ans.usage, latency, nil)
+		cost := r.bill(ctx, ep, ans.usage, pricing.Charges{Served: true, Fees: ans.fees}, latency, nil)
+		r.apiRequestDone(ep, ans.usage, cost, latency, nil)
 		return ans, nil
 	}
 	spent := spentUsage(err) // failed after the provider reported usage: those tokens were used
@@ -120,8 +120,8 @@ func (r *callRun) attempt(ctx context.Context, ep endpoint) (modelAnswer, *attem
 		ae = r.stopped(ctx, ae)
 	}
 	ae.detail = redact(ae.detail, ep.apiKey)
-	r.bill(ctx, ep, spent, pricing.Charges{Served: reported(spent)}, latency, ae)
-	r.apiRequestDone(ep, spent, latency, ae)
+	cost := r.bill(ctx, ep, spent, pricing.Charges{Served: reported(spent)}, latency, ae)
+	r.apiRequestDone(ep, spent, cost, latency, ae)
 	return modelAnswer{}, ae
 }
 

@@ -21,8 +21,8 @@ const (
 
 // bill records one attempt: a usage event on the tenant's usage subject
 // (event id <request_id>:<attempt>, so a re-published event is stored once),
-// the call's running totals, and the tenant's spend.
-func (r *callRun) bill(ctx context.Context, ep endpoint, u *heraldpb.Usage, c pricing.Charges, latency time.Duration, ae *attemptError) {
+// the call's running totals, and the tenant's spend. It returns the cost.
+func (r *callRun) bill(ctx context.Context, ep endpoint, u *heraldpb.Usage, c pricing.Charges, latency time.Duration, ae *attemptError) uint64 {
 	if u == nil {
 		u = &heraldpb.Usage{}
 	}
@@ -55,13 +55,14 @@ func (r *callRun) bill(ctx context.Context, ep endpoint, u *heraldpb.Usage, c pr
 	telemetry.ModelAttempt(ep.provider, model, ev.ErrorClass, r.tenant, latency, u, cost)
 	r.billed = append(r.billed, r.s.publishUsage(ev))
 	if cost == 0 {
-		return
+		return 0
 	}
 	pctx, cancel := publishCtx(ctx)
 	defer cancel()
 	if err := r.s.spend.add(pctx, r.tenant, cost); err != nil {
 		r.s.log.Warn().Err(err).Str("tenant", r.tenant).Msg("tenant spend not recorded")
 	}
+	return cost
 }
 
 // pendingUsage is a usage event whose store is being acknowledged.
