@@ -56,3 +56,37 @@ func TestRunReasoningFlagAsksAndShowsReasoningTokens(t *testing.T) {
 	require.Equal(t, 2, exitCode(cmd.Run()))
 	require.Contains(t, errOut.String(), "minimal, low, medium, high or off")
 }
+
+// TestChatReasoningCommandSetsTheNextTurns: `herald chat --reasoning low`
+// asks low, `/reasoning high` asks high from the next turn on, `/reasoning
+// off` asks nothing, and a wrong value is refused where it is typed.
+func TestChatReasoningCommandSetsTheNextTurns(t *testing.T) {
+	model, err := scripted.Start(scripted.Conversation(scripted.Text("one"), scripted.Text("two"), scripted.Text("three")))
+	require.NoError(t, err)
+	defer model.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	term := startTerminal(t, chatCmd(t, ctx, t.TempDir(), model.URL, "--reasoning", "low"))
+	term.waitFor("/help for commands")
+	term.typeKeys("first\r")
+	term.waitFor("one")
+	term.waitFor("text_response")
+	term.typeKeys("/reasoning extreme\r")
+	term.waitFor(`usage: /reasoning minimal|low|medium|high|off (got "extreme")`)
+	term.typeKeys("/reasoning high\r")
+	term.waitFor("reasoning high")
+	term.typeKeys("second\r")
+	term.waitFor("two")
+	term.typeKeys("/reasoning off\r")
+	term.waitFor("reasoning off")
+	term.typeKeys("third\r")
+	term.waitFor("three")
+
+	reqs := model.Requests()
+	require.Len(t, reqs, 3)
+	for i, want := range []string{`"low"`, `"high"`, ""} {
+		var body map[string]json.RawMessage
+		require.NoError(t, json.Unmarshal(reqs[i].Raw, &body))
+		require.Equal(t, want, string(body["reasoning_effort"]), "turn %d", i+1)
+	}
+}
