@@ -37,6 +37,7 @@ func (e *anthropicEncoder) encode(call modelCall) (*requestBody, error) {
 }
 
 func (e *anthropicEncoder) whole(call modelCall) (*requestBody, error) {
+	call.thinkBack = e.profile.anthropicThinks(call.model)
 	body := anthropicBody(call)
 	e.limits(&body, call)
 	b, err := json.Marshal(body)

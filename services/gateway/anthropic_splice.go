@@ -13,6 +13,7 @@ import (
 // encoded once and kept, spliced into the turn's frame, and the turns are
 // spliced into the body's frame. The marked turns are encoded each time.
 func (e *anthropicEncoder) spliced(call modelCall) (*requestBody, error) {
+	call.thinkBack = e.profile.anthropicThinks(call.model)
 	var system []*heraldpb.ChatMessage
 	var turns [][]int // indexes into call.messages, one list per turn
 	var roles []string
