@@ -10,6 +10,11 @@
 // prompt is larger than a threshold. Output tokens always include reasoning
 // tokens, so reasoning is never priced on its own.
 //
+// Dated prices (an entry in force from a `since:` date) fit the same model:
+// a table then holds several Prices per model and Lookup takes the row's
+// time; the entry used is one more part of Applied ("since=2026-01-01"), so
+// a row still names everything that priced it.
+//
 // The package owns prices and arithmetic only: it does no I/O and knows no
 // provider's wire format.
 package pricing
