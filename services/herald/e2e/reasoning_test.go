@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/heraldrun/herald/pkg/config"
@@ -156,4 +157,56 @@ func TestEncryptedReasoningCarriedThroughEveryToolStep(t *testing.T) {
 		}
 		require.Equal(t, want, order, "request %d: each step's encrypted reasoning before its call", step+1)
 	}
+}
+
+// TestAnthropicPromptTooLongCompressesAndKeepsThinking: Anthropic's 400
+// "prompt is too long: N tokens > M maximum" in a thinking session is a
+// context overflow: the loop compresses and asks again, and the request
+// after compression still carries the signed thinking block of the tool
+// turn it continues, with thinking on.
+func TestAnthropicPromptTooLongCompressesAndKeepsThinking(t *testing.T) {
+	h := Start(t, func(r *scripted.Request) scripted.Reply {
+		if len(r.Tools) == 0 {
+			return scripted.Text("## Goal\nRead.\n## Remaining work\nAnswer.")
+		}
+		if n := lastFileRead(r); n < 2 {
+			return scripted.Reply{Reasoning: fmt.Sprintf("Read file %d next.", n+1), Signature: fmt.Sprintf("sig-%d", n+1),
+				ToolCalls: []scripted.Call{{Name: "read_file", Args: fmt.Sprintf(`{"path":"f%d.txt"}`, n+1)}}}
+		}
+		for _, m := range r.Messages {
+			if strings.Contains(m.Text(), "file 1 line 0") {
+				return scripted.Reply{Status: 400, Body: `{"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long: 208310 tokens > 200000 maximum"}}`}
+			}
+		}
+		return scripted.Text("done after compression")
+	}, withConfig(func(c *config.Config) {
+		c.Primary = config.Provider{Provider: "anthropic", Model: "claude-sonnet-4-5", BaseURL: c.Primary.BaseURL, APIMode: "anthropic_messages"}
+		c.Reasoning = config.Reasoning{ReasoningSettings: config.ReasoningSettings{BudgetTokens: 2000}}
+		c.Compression.ProtectLastN = 2
+		c.Compression.ProtectFirstN = 2
+	}))
+	for i := range 3 {
+		require.NoError(t, writeWorkspaceFile(h, fmt.Sprintf("f%d.txt", i), fileContent(i)))
+	}
+	task := NewTask("read three files")
+	res := h.Run(task)
+	require.Equal(t, proto.ExitTextResponse, res.ExitReason, "result: %+v", res)
+	require.Equal(t, "done after compression", res.FinalResponse)
+	require.NotEmpty(t, res.ContinuedAs, "the history was compressed")
+
+	reqs := h.Model.Requests()
+	last := reqs[len(reqs)-1]
+	var body sentBody
+	require.NoError(t, json.Unmarshal(last.Raw, &body))
+	require.NotNil(t, body.Thinking)
+	require.Equal(t, int64(2000), body.Thinking.BudgetTokens)
+	var signatures []string
+	for _, m := range body.Messages {
+		for _, b := range m.Content {
+			if b.Type == "thinking" {
+				signatures = append(signatures, b.Signature)
+			}
+		}
+	}
+	require.Contains(t, signatures, "sig-2", "the continued tool turn keeps its signed block")
 }
