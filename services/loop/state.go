@@ -88,12 +88,13 @@ type State struct {
 	CostUSD        float64     `json:"cost_usd"`
 	SessionCostUSD float64     `json:"session_cost_usd"`
 	MaxCostUSD     float64     `json:"max_cost_usd,omitempty"`
+	EventSeq       int64       `json:"event_seq"`
+	Yes            bool        `json:"yes,omitempty"`
+	TurnStartedMs  int64       `json:"turn_started_ms"`
+	Toolsets       []string    `json:"toolsets,omitempty"`
+
 	// ReasoningEffort is the task's reasoning_effort ("": herald.yaml's).
-	ReasoningEffort string   `json:"reasoning_effort,omitempty"`
-	EventSeq        int64    `json:"event_seq"`
-	Yes             bool     `json:"yes,omitempty"`
-	TurnStartedMs   int64    `json:"turn_started_ms"`
-	Toolsets        []string `json:"toolsets,omitempty"`
+	ReasoningEffort string `json:"reasoning_effort,omitempty"`
 
 	ParentCallID string `json:"parent_call_id,omitempty"`
 	// Recall is this turn's recalled memory, already fenced; it is added to
