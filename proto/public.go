@@ -25,6 +25,9 @@ type Task struct {
 	ParentSessionID string `json:"parent_session_id,omitempty"`
 	// Yes pre-approves dangerous commands for this task (herald run --yes).
 	Yes bool `json:"yes,omitempty"`
+	// ReasoningEffort asks reasoning models for minimal, low, medium or high
+	// effort, or off (none asked); "" keeps herald.yaml's reasoning settings.
+	ReasoningEffort string `json:"reasoning_effort,omitempty"`
 	// BoundTenant is the tenant the task's subject (herald.tasks.<tenant>)
 	// binds it to, set by the loop; a body cannot set it.
 	BoundTenant string `json:"-"`
@@ -62,6 +65,8 @@ func (t Task) Validate() error {
 		return fmt.Errorf("%w: field \"max_iterations\" must be positive", ErrInvalidTask)
 	case t.MaxCostUSD < 0:
 		return fmt.Errorf("%w: field \"max_cost_usd\" must not be negative", ErrInvalidTask)
+	case !ValidReasoningEffort(t.ReasoningEffort):
+		return fmt.Errorf("%w: field \"reasoning_effort\" must be minimal, low, medium, high or off (got %q)", ErrInvalidTask, t.ReasoningEffort)
 	}
 	for name, v := range map[string]string{"session_id": t.SessionID, "tenant": t.Tenant, "pool": t.Pool} {
 		if v != "" && !IsToken(v) {
@@ -72,6 +77,16 @@ func (t Task) Validate() error {
 		return fmt.Errorf("%w: field \"workspace\" must be a relative folder without '..'", ErrInvalidTask)
 	}
 	return nil
+}
+
+// ValidReasoningEffort reports whether e is a reasoning effort a task may
+// ask for ("" leaves herald.yaml's settings).
+func ValidReasoningEffort(e string) bool {
+	switch e {
+	case "", "minimal", "low", "medium", "high", "off":
+		return true
+	}
+	return false
 }
 
 // IsToken reports whether s can be used as one NATS subject token.

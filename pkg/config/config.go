@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/heraldrun/herald/pkg/pricing"
 	"gopkg.in/yaml.v3"
 )
 
@@ -25,13 +26,9 @@ type Provider struct {
 	APIKey string `yaml:"-"`
 }
 
-// Price is USD per million tokens.
-type Price struct {
-	Input      float64 `yaml:"input"`
-	Output     float64 `yaml:"output"`
-	CacheRead  float64 `yaml:"cache_read"`
-	CacheWrite float64 `yaml:"cache_write"`
-}
+// Price is USD per million tokens by class, plus per-request and named
+// fees and prompt-size tiers (the one price model: pkg/pricing).
+type Price = pricing.Price
 
 type Agent struct {
 	MaxTurns      int `yaml:"max_turns"`
@@ -171,6 +168,10 @@ type Config struct {
 	// Tenants are per-tenant limits (tenants.go); API configures the api service.
 	Tenants map[string]TenantLimits `yaml:"tenants"`
 	API     API                     `yaml:"api"`
+
+	// Reasoning is what reasoning models are asked for (effort, thinking
+	// budget, summaries), by default and per model.
+	Reasoning Reasoning `yaml:"reasoning"`
 }
 
 // Default returns the configuration used when nothing is set.
@@ -354,8 +355,13 @@ func (c Config) Validate() error {
 		check(b >= 0, "budgets.tenants.%s must not be negative", tenant)
 	}
 	errs = append(errs, c.validateTenants()...)
+	if err := c.Reasoning.Validate(); err != nil {
+		errs = append(errs, err)
+	}
 	for m, p := range c.Pricing {
-		check(p.Input >= 0 && p.Output >= 0 && p.CacheRead >= 0 && p.CacheWrite >= 0, "pricing.%s: prices must not be negative", m)
+		if err := p.Validate(m); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	return errors.Join(errs...)
 }

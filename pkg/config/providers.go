@@ -31,4 +31,7 @@ type ProviderProfile struct {
 	ThinkTags *bool `yaml:"think_tags"`
 	// ToolCallIDs is any or alnum9 (nine letters and digits, as Mistral requires).
 	ToolCallIDs string `yaml:"tool_call_ids"`
+	// ReasoningParam is where a chat request asks for reasoning:
+	// reasoning_effort, reasoning (an object, as OpenRouter takes it) or none.
+	ReasoningParam string `yaml:"reasoning_param"`
 }

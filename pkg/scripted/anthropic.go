@@ -104,7 +104,14 @@ func anthropicStopReason(reply Reply) string {
 func anthropicBlocks(req *Request, reply Reply) []map[string]any {
 	var out []map[string]any
 	if reply.Reasoning != "" {
-		out = append(out, map[string]any{"type": "thinking", "thinking": reply.Reasoning, "signature": "scripted-signature"})
+		sig := reply.Signature
+		if sig == "" {
+			sig = "scripted-signature"
+		}
+		out = append(out, map[string]any{"type": "thinking", "thinking": reply.Reasoning, "signature": sig})
+	}
+	if reply.RedactedThinking != "" {
+		out = append(out, map[string]any{"type": "redacted_thinking", "data": reply.RedactedThinking})
 	}
 	if reply.Content != "" {
 		out = append(out, map[string]any{"type": "text", "text": reply.Content})
@@ -170,6 +177,8 @@ func streamAnthropicBlock(send func(string, any), index int, bl map[string]any, 
 			delta(map[string]any{"type": "thinking_delta", "thinking": p})
 		}
 		delta(map[string]any{"type": "signature_delta", "signature": bl["signature"]})
+	case "redacted_thinking":
+		send("content_block_start", map[string]any{"type": "content_block_start", "index": index, "content_block": bl})
 	case "tool_use":
 		send("content_block_start", map[string]any{"type": "content_block_start", "index": index,
 			"content_block": map[string]any{"type": "tool_use", "id": bl["id"], "name": bl["name"], "input": map[string]any{}}})

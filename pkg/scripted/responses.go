@@ -87,8 +87,12 @@ func rawText(raw json.RawMessage) string {
 func responsesOutput(req *Request, reply Reply) []any {
 	var out []any
 	if reply.Reasoning != "" {
-		out = append(out, map[string]any{"type": "reasoning", "id": "rs_1",
-			"summary": []any{map[string]any{"type": "summary_text", "text": reply.Reasoning}}})
+		item := map[string]any{"type": "reasoning", "id": "rs_1",
+			"summary": []any{map[string]any{"type": "summary_text", "text": reply.Reasoning}}}
+		if reply.Signature != "" {
+			item["id"], item["encrypted_content"] = "rs_"+reply.Signature, reply.Signature
+		}
+		out = append(out, item)
 	}
 	if reply.Content != "" {
 		out = append(out, map[string]any{"type": "message", "id": "msg_1", "role": "assistant", "status": "completed",

@@ -135,6 +135,12 @@ type Reply struct {
 	// StallAfter makes a stream go silent after this many events, until the
 	// client gives up.
 	StallAfter int
+	// Signature is the signature of the Anthropic thinking block of
+	// Reasoning ("scripted-signature" when empty), and the encrypted content
+	// of the Responses API reasoning item (none when empty).
+	Signature string
+	// RedactedThinking adds an Anthropic redacted_thinking block with this data.
+	RedactedThinking string
 }
 
 // Text is a reply with content only.

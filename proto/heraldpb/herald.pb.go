@@ -97,9 +97,14 @@ type ChatMessage struct {
 	ToolCallId string                 `protobuf:"bytes,5,opt,name=tool_call_id,json=toolCallId,proto3" json:"tool_call_id,omitempty"`
 	Name       string                 `protobuf:"bytes,6,opt,name=name,proto3" json:"name,omitempty"` // tool name on tool messages
 	// scaffolding marks messages injected only to drive a retry; never persisted.
-	Scaffolding   bool `protobuf:"varint,7,opt,name=scaffolding,proto3" json:"scaffolding,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Scaffolding bool `protobuf:"varint,7,opt,name=scaffolding,proto3" json:"scaffolding,omitempty"`
+	// reasoning_items are the provider's own reasoning records of an assistant
+	// message (Anthropic thinking and redacted_thinking blocks with their
+	// signatures, Responses API reasoning items with encrypted content), kept
+	// as the provider sent them and sent back unchanged to the same API mode.
+	ReasoningItems []*ReasoningItem `protobuf:"bytes,280,rep,name=reasoning_items,json=reasoningItems,proto3" json:"reasoning_items,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *ChatMessage) Reset() {
@@ -181,6 +186,129 @@ func (x *ChatMessage) GetScaffolding() bool {
 	return false
 }
 
+func (x *ChatMessage) GetReasoningItems() []*ReasoningItem {
+	if x != nil {
+		return x.ReasoningItems
+	}
+	return nil
+}
+
+// ReasoningItem is one provider reasoning record, opaque to everything but
+// the gateway client of its API mode.
+type ReasoningItem struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ApiMode       string                 `protobuf:"bytes,1,opt,name=api_mode,json=apiMode,proto3" json:"api_mode,omitempty"` // anthropic_messages | codex_responses
+	Json          string                 `protobuf:"bytes,2,opt,name=json,proto3" json:"json,omitempty"`                      // the block or item as the provider sent it
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReasoningItem) Reset() {
+	*x = ReasoningItem{}
+	mi := &file_herald_v1_herald_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReasoningItem) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReasoningItem) ProtoMessage() {}
+
+func (x *ReasoningItem) ProtoReflect() protoreflect.Message {
+	mi := &file_herald_v1_herald_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReasoningItem.ProtoReflect.Descriptor instead.
+func (*ReasoningItem) Descriptor() ([]byte, []int) {
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *ReasoningItem) GetApiMode() string {
+	if x != nil {
+		return x.ApiMode
+	}
+	return ""
+}
+
+func (x *ReasoningItem) GetJson() string {
+	if x != nil {
+		return x.Json
+	}
+	return ""
+}
+
+// Reasoning is what a caller asks of a reasoning model (herald.yaml
+// `reasoning:`, a task's reasoning_effort).
+type Reasoning struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Effort        string                 `protobuf:"bytes,1,opt,name=effort,proto3" json:"effort,omitempty"`                                  // minimal | low | medium | high | off
+	BudgetTokens  int64                  `protobuf:"varint,2,opt,name=budget_tokens,json=budgetTokens,proto3" json:"budget_tokens,omitempty"` // Anthropic thinking budget; wins over effort there
+	Summary       string                 `protobuf:"bytes,3,opt,name=summary,proto3" json:"summary,omitempty"`                                // auto | none (Responses API reasoning summaries)
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Reasoning) Reset() {
+	*x = Reasoning{}
+	mi := &file_herald_v1_herald_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Reasoning) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Reasoning) ProtoMessage() {}
+
+func (x *Reasoning) ProtoReflect() protoreflect.Message {
+	mi := &file_herald_v1_herald_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Reasoning.ProtoReflect.Descriptor instead.
+func (*Reasoning) Descriptor() ([]byte, []int) {
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *Reasoning) GetEffort() string {
+	if x != nil {
+		return x.Effort
+	}
+	return ""
+}
+
+func (x *Reasoning) GetBudgetTokens() int64 {
+	if x != nil {
+		return x.BudgetTokens
+	}
+	return 0
+}
+
+func (x *Reasoning) GetSummary() string {
+	if x != nil {
+		return x.Summary
+	}
+	return ""
+}
+
 // ToolSpec is a tool's schema as sent to the model.
 type ToolSpec struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
@@ -193,7 +321,7 @@ type ToolSpec struct {
 
 func (x *ToolSpec) Reset() {
 	*x = ToolSpec{}
-	mi := &file_herald_v1_herald_proto_msgTypes[2]
+	mi := &file_herald_v1_herald_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -205,7 +333,7 @@ func (x *ToolSpec) String() string {
 func (*ToolSpec) ProtoMessage() {}
 
 func (x *ToolSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[2]
+	mi := &file_herald_v1_herald_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -218,7 +346,7 @@ func (x *ToolSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolSpec.ProtoReflect.Descriptor instead.
 func (*ToolSpec) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{2}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ToolSpec) GetName() string {
@@ -255,7 +383,7 @@ type Usage struct {
 
 func (x *Usage) Reset() {
 	*x = Usage{}
-	mi := &file_herald_v1_herald_proto_msgTypes[3]
+	mi := &file_herald_v1_herald_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -267,7 +395,7 @@ func (x *Usage) String() string {
 func (*Usage) ProtoMessage() {}
 
 func (x *Usage) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[3]
+	mi := &file_herald_v1_herald_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -280,7 +408,7 @@ func (x *Usage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Usage.ProtoReflect.Descriptor instead.
 func (*Usage) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{3}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Usage) GetInputTokens() int64 {
@@ -349,14 +477,17 @@ type LLMRequest struct {
 	// tools_digest, when set (and tools empty), refers to the tool set stored
 	// under that digest in the herald_toolsets bucket (ToolSet, pkg/toolset):
 	// the same definitions go with every step, so they travel once.
-	ToolsDigest   string `protobuf:"bytes,260,opt,name=tools_digest,json=toolsDigest,proto3" json:"tools_digest,omitempty"`
+	ToolsDigest string `protobuf:"bytes,260,opt,name=tools_digest,json=toolsDigest,proto3" json:"tools_digest,omitempty"`
+	// reasoning is the task's request; empty fields take herald.yaml's
+	// `reasoning:` for the model asked.
+	Reasoning     *Reasoning `protobuf:"bytes,280,opt,name=reasoning,proto3" json:"reasoning,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *LLMRequest) Reset() {
 	*x = LLMRequest{}
-	mi := &file_herald_v1_herald_proto_msgTypes[4]
+	mi := &file_herald_v1_herald_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -368,7 +499,7 @@ func (x *LLMRequest) String() string {
 func (*LLMRequest) ProtoMessage() {}
 
 func (x *LLMRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[4]
+	mi := &file_herald_v1_herald_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -381,7 +512,7 @@ func (x *LLMRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LLMRequest.ProtoReflect.Descriptor instead.
 func (*LLMRequest) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{4}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *LLMRequest) GetRequestId() string {
@@ -524,6 +655,13 @@ func (x *LLMRequest) GetToolsDigest() string {
 	return ""
 }
 
+func (x *LLMRequest) GetReasoning() *Reasoning {
+	if x != nil {
+		return x.Reasoning
+	}
+	return nil
+}
+
 // LLMResponse is the gateway's answer to one LLMRequest (after retries and fallback).
 type LLMResponse struct {
 	state        protoimpl.MessageState `protogen:"open.v1"`
@@ -560,7 +698,7 @@ type LLMResponse struct {
 
 func (x *LLMResponse) Reset() {
 	*x = LLMResponse{}
-	mi := &file_herald_v1_herald_proto_msgTypes[5]
+	mi := &file_herald_v1_herald_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -572,7 +710,7 @@ func (x *LLMResponse) String() string {
 func (*LLMResponse) ProtoMessage() {}
 
 func (x *LLMResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[5]
+	mi := &file_herald_v1_herald_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -585,7 +723,7 @@ func (x *LLMResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LLMResponse.ProtoReflect.Descriptor instead.
 func (*LLMResponse) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{5}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *LLMResponse) GetRequestId() string {
@@ -735,7 +873,7 @@ type ToolCallRequest struct {
 
 func (x *ToolCallRequest) Reset() {
 	*x = ToolCallRequest{}
-	mi := &file_herald_v1_herald_proto_msgTypes[6]
+	mi := &file_herald_v1_herald_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -747,7 +885,7 @@ func (x *ToolCallRequest) String() string {
 func (*ToolCallRequest) ProtoMessage() {}
 
 func (x *ToolCallRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[6]
+	mi := &file_herald_v1_herald_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -760,7 +898,7 @@ func (x *ToolCallRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolCallRequest.ProtoReflect.Descriptor instead.
 func (*ToolCallRequest) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{6}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ToolCallRequest) GetCallId() string {
@@ -872,7 +1010,7 @@ type ToolResult struct {
 
 func (x *ToolResult) Reset() {
 	*x = ToolResult{}
-	mi := &file_herald_v1_herald_proto_msgTypes[7]
+	mi := &file_herald_v1_herald_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -884,7 +1022,7 @@ func (x *ToolResult) String() string {
 func (*ToolResult) ProtoMessage() {}
 
 func (x *ToolResult) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[7]
+	mi := &file_herald_v1_herald_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -897,7 +1035,7 @@ func (x *ToolResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolResult.ProtoReflect.Descriptor instead.
 func (*ToolResult) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{7}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ToolResult) GetCallId() string {
@@ -1012,7 +1150,7 @@ type CompressRequest struct {
 
 func (x *CompressRequest) Reset() {
 	*x = CompressRequest{}
-	mi := &file_herald_v1_herald_proto_msgTypes[8]
+	mi := &file_herald_v1_herald_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1024,7 +1162,7 @@ func (x *CompressRequest) String() string {
 func (*CompressRequest) ProtoMessage() {}
 
 func (x *CompressRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[8]
+	mi := &file_herald_v1_herald_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1037,7 +1175,7 @@ func (x *CompressRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompressRequest.ProtoReflect.Descriptor instead.
 func (*CompressRequest) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{8}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *CompressRequest) GetRequestId() string {
@@ -1145,7 +1283,7 @@ type CompressResult struct {
 
 func (x *CompressResult) Reset() {
 	*x = CompressResult{}
-	mi := &file_herald_v1_herald_proto_msgTypes[9]
+	mi := &file_herald_v1_herald_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1157,7 +1295,7 @@ func (x *CompressResult) String() string {
 func (*CompressResult) ProtoMessage() {}
 
 func (x *CompressResult) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[9]
+	mi := &file_herald_v1_herald_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1170,7 +1308,7 @@ func (x *CompressResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompressResult.ProtoReflect.Descriptor instead.
 func (*CompressResult) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{9}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *CompressResult) GetRequestId() string {
@@ -1270,7 +1408,7 @@ type UsageEvent struct {
 
 func (x *UsageEvent) Reset() {
 	*x = UsageEvent{}
-	mi := &file_herald_v1_herald_proto_msgTypes[10]
+	mi := &file_herald_v1_herald_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1282,7 +1420,7 @@ func (x *UsageEvent) String() string {
 func (*UsageEvent) ProtoMessage() {}
 
 func (x *UsageEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[10]
+	mi := &file_herald_v1_herald_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1295,7 +1433,7 @@ func (x *UsageEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UsageEvent.ProtoReflect.Descriptor instead.
 func (*UsageEvent) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{10}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *UsageEvent) GetEventId() string {
@@ -1444,7 +1582,7 @@ type ToolEvent struct {
 
 func (x *ToolEvent) Reset() {
 	*x = ToolEvent{}
-	mi := &file_herald_v1_herald_proto_msgTypes[11]
+	mi := &file_herald_v1_herald_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1456,7 +1594,7 @@ func (x *ToolEvent) String() string {
 func (*ToolEvent) ProtoMessage() {}
 
 func (x *ToolEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[11]
+	mi := &file_herald_v1_herald_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1469,7 +1607,7 @@ func (x *ToolEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolEvent.ProtoReflect.Descriptor instead.
 func (*ToolEvent) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{11}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ToolEvent) GetEventId() string {
@@ -1575,7 +1713,7 @@ type TranscriptEntry struct {
 
 func (x *TranscriptEntry) Reset() {
 	*x = TranscriptEntry{}
-	mi := &file_herald_v1_herald_proto_msgTypes[12]
+	mi := &file_herald_v1_herald_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1587,7 +1725,7 @@ func (x *TranscriptEntry) String() string {
 func (*TranscriptEntry) ProtoMessage() {}
 
 func (x *TranscriptEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[12]
+	mi := &file_herald_v1_herald_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1600,7 +1738,7 @@ func (x *TranscriptEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TranscriptEntry.ProtoReflect.Descriptor instead.
 func (*TranscriptEntry) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{12}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *TranscriptEntry) GetSessionId() string {
@@ -1684,7 +1822,7 @@ type TranscriptRef struct {
 
 func (x *TranscriptRef) Reset() {
 	*x = TranscriptRef{}
-	mi := &file_herald_v1_herald_proto_msgTypes[13]
+	mi := &file_herald_v1_herald_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1696,7 +1834,7 @@ func (x *TranscriptRef) String() string {
 func (*TranscriptRef) ProtoMessage() {}
 
 func (x *TranscriptRef) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[13]
+	mi := &file_herald_v1_herald_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1709,7 +1847,7 @@ func (x *TranscriptRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TranscriptRef.ProtoReflect.Descriptor instead.
 func (*TranscriptRef) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{13}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *TranscriptRef) GetLogId() string {
@@ -1759,7 +1897,7 @@ type ToolSet struct {
 
 func (x *ToolSet) Reset() {
 	*x = ToolSet{}
-	mi := &file_herald_v1_herald_proto_msgTypes[14]
+	mi := &file_herald_v1_herald_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1771,7 +1909,7 @@ func (x *ToolSet) String() string {
 func (*ToolSet) ProtoMessage() {}
 
 func (x *ToolSet) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[14]
+	mi := &file_herald_v1_herald_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1784,7 +1922,7 @@ func (x *ToolSet) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolSet.ProtoReflect.Descriptor instead.
 func (*ToolSet) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{14}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ToolSet) GetTools() []*ToolSpec {
@@ -1802,7 +1940,7 @@ const file_herald_v1_herald_proto_rawDesc = "" +
 	"\bToolCall\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1c\n" +
-	"\targuments\x18\x03 \x01(\tR\targuments\"\xe5\x01\n" +
+	"\targuments\x18\x03 \x01(\tR\targuments\"\xa9\x02\n" +
 	"\vChatMessage\x12\x12\n" +
 	"\x04role\x18\x01 \x01(\tR\x04role\x12\x18\n" +
 	"\acontent\x18\x02 \x01(\tR\acontent\x12\x1c\n" +
@@ -1812,7 +1950,15 @@ const file_herald_v1_herald_proto_rawDesc = "" +
 	"\ftool_call_id\x18\x05 \x01(\tR\n" +
 	"toolCallId\x12\x12\n" +
 	"\x04name\x18\x06 \x01(\tR\x04name\x12 \n" +
-	"\vscaffolding\x18\a \x01(\bR\vscaffolding\"i\n" +
+	"\vscaffolding\x18\a \x01(\bR\vscaffolding\x12B\n" +
+	"\x0freasoning_items\x18\x98\x02 \x03(\v2\x18.herald.v1.ReasoningItemR\x0ereasoningItems\">\n" +
+	"\rReasoningItem\x12\x19\n" +
+	"\bapi_mode\x18\x01 \x01(\tR\aapiMode\x12\x12\n" +
+	"\x04json\x18\x02 \x01(\tR\x04json\"b\n" +
+	"\tReasoning\x12\x16\n" +
+	"\x06effort\x18\x01 \x01(\tR\x06effort\x12#\n" +
+	"\rbudget_tokens\x18\x02 \x01(\x03R\fbudgetTokens\x12\x18\n" +
+	"\asummary\x18\x03 \x01(\tR\asummary\"i\n" +
 	"\bToolSpec\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x12'\n" +
@@ -1822,7 +1968,7 @@ const file_herald_v1_herald_proto_rawDesc = "" +
 	"\routput_tokens\x18\x02 \x01(\x03R\foutputTokens\x12*\n" +
 	"\x11cache_read_tokens\x18\x03 \x01(\x03R\x0fcacheReadTokens\x12,\n" +
 	"\x12cache_write_tokens\x18\x04 \x01(\x03R\x10cacheWriteTokens\x12)\n" +
-	"\x10reasoning_tokens\x18\x05 \x01(\x03R\x0freasoningTokens\"\xac\x05\n" +
+	"\x10reasoning_tokens\x18\x05 \x01(\x03R\x0freasoningTokens\"\xe1\x05\n" +
 	"\n" +
 	"LLMRequest\x12\x1d\n" +
 	"\n" +
@@ -1848,7 +1994,8 @@ const file_herald_v1_herald_proto_rawDesc = "" +
 	"\x04turn\x18\x11 \x01(\x05R\x04turn\x123\n" +
 	"\ahistory\x18\xf0\x01 \x01(\v2\x18.herald.v1.TranscriptRefR\ahistory\x12\"\n" +
 	"\fbound_tenant\x18\xb4\x01 \x01(\tR\vboundTenant\x12\"\n" +
-	"\ftools_digest\x18\x84\x02 \x01(\tR\vtoolsDigest\"\xe1\x04\n" +
+	"\ftools_digest\x18\x84\x02 \x01(\tR\vtoolsDigest\x123\n" +
+	"\treasoning\x18\x98\x02 \x01(\v2\x14.herald.v1.ReasoningR\treasoning\"\xe1\x04\n" +
 	"\vLLMResponse\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x1d\n" +
@@ -2014,45 +2161,49 @@ func file_herald_v1_herald_proto_rawDescGZIP() []byte {
 	return file_herald_v1_herald_proto_rawDescData
 }
 
-var file_herald_v1_herald_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_herald_v1_herald_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_herald_v1_herald_proto_goTypes = []any{
 	(*ToolCall)(nil),        // 0: herald.v1.ToolCall
 	(*ChatMessage)(nil),     // 1: herald.v1.ChatMessage
-	(*ToolSpec)(nil),        // 2: herald.v1.ToolSpec
-	(*Usage)(nil),           // 3: herald.v1.Usage
-	(*LLMRequest)(nil),      // 4: herald.v1.LLMRequest
-	(*LLMResponse)(nil),     // 5: herald.v1.LLMResponse
-	(*ToolCallRequest)(nil), // 6: herald.v1.ToolCallRequest
-	(*ToolResult)(nil),      // 7: herald.v1.ToolResult
-	(*CompressRequest)(nil), // 8: herald.v1.CompressRequest
-	(*CompressResult)(nil),  // 9: herald.v1.CompressResult
-	(*UsageEvent)(nil),      // 10: herald.v1.UsageEvent
-	(*ToolEvent)(nil),       // 11: herald.v1.ToolEvent
-	(*TranscriptEntry)(nil), // 12: herald.v1.TranscriptEntry
-	(*TranscriptRef)(nil),   // 13: herald.v1.TranscriptRef
-	(*ToolSet)(nil),         // 14: herald.v1.ToolSet
+	(*ReasoningItem)(nil),   // 2: herald.v1.ReasoningItem
+	(*Reasoning)(nil),       // 3: herald.v1.Reasoning
+	(*ToolSpec)(nil),        // 4: herald.v1.ToolSpec
+	(*Usage)(nil),           // 5: herald.v1.Usage
+	(*LLMRequest)(nil),      // 6: herald.v1.LLMRequest
+	(*LLMResponse)(nil),     // 7: herald.v1.LLMResponse
+	(*ToolCallRequest)(nil), // 8: herald.v1.ToolCallRequest
+	(*ToolResult)(nil),      // 9: herald.v1.ToolResult
+	(*CompressRequest)(nil), // 10: herald.v1.CompressRequest
+	(*CompressResult)(nil),  // 11: herald.v1.CompressResult
+	(*UsageEvent)(nil),      // 12: herald.v1.UsageEvent
+	(*ToolEvent)(nil),       // 13: herald.v1.ToolEvent
+	(*TranscriptEntry)(nil), // 14: herald.v1.TranscriptEntry
+	(*TranscriptRef)(nil),   // 15: herald.v1.TranscriptRef
+	(*ToolSet)(nil),         // 16: herald.v1.ToolSet
 }
 var file_herald_v1_herald_proto_depIdxs = []int32{
 	0,  // 0: herald.v1.ChatMessage.tool_calls:type_name -> herald.v1.ToolCall
-	1,  // 1: herald.v1.LLMRequest.messages:type_name -> herald.v1.ChatMessage
-	2,  // 2: herald.v1.LLMRequest.tools:type_name -> herald.v1.ToolSpec
-	13, // 3: herald.v1.LLMRequest.history:type_name -> herald.v1.TranscriptRef
-	1,  // 4: herald.v1.LLMResponse.message:type_name -> herald.v1.ChatMessage
-	3,  // 5: herald.v1.LLMResponse.usage:type_name -> herald.v1.Usage
-	10, // 6: herald.v1.LLMResponse.usage_events:type_name -> herald.v1.UsageEvent
-	3,  // 7: herald.v1.ToolResult.usage:type_name -> herald.v1.Usage
-	1,  // 8: herald.v1.CompressRequest.messages:type_name -> herald.v1.ChatMessage
-	1,  // 9: herald.v1.CompressResult.messages:type_name -> herald.v1.ChatMessage
-	3,  // 10: herald.v1.CompressResult.summary_usage:type_name -> herald.v1.Usage
-	3,  // 11: herald.v1.UsageEvent.usage:type_name -> herald.v1.Usage
-	1,  // 12: herald.v1.TranscriptEntry.message:type_name -> herald.v1.ChatMessage
-	1,  // 13: herald.v1.TranscriptRef.entries:type_name -> herald.v1.ChatMessage
-	2,  // 14: herald.v1.ToolSet.tools:type_name -> herald.v1.ToolSpec
-	15, // [15:15] is the sub-list for method output_type
-	15, // [15:15] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	2,  // 1: herald.v1.ChatMessage.reasoning_items:type_name -> herald.v1.ReasoningItem
+	1,  // 2: herald.v1.LLMRequest.messages:type_name -> herald.v1.ChatMessage
+	4,  // 3: herald.v1.LLMRequest.tools:type_name -> herald.v1.ToolSpec
+	15, // 4: herald.v1.LLMRequest.history:type_name -> herald.v1.TranscriptRef
+	3,  // 5: herald.v1.LLMRequest.reasoning:type_name -> herald.v1.Reasoning
+	1,  // 6: herald.v1.LLMResponse.message:type_name -> herald.v1.ChatMessage
+	5,  // 7: herald.v1.LLMResponse.usage:type_name -> herald.v1.Usage
+	12, // 8: herald.v1.LLMResponse.usage_events:type_name -> herald.v1.UsageEvent
+	5,  // 9: herald.v1.ToolResult.usage:type_name -> herald.v1.Usage
+	1,  // 10: herald.v1.CompressRequest.messages:type_name -> herald.v1.ChatMessage
+	1,  // 11: herald.v1.CompressResult.messages:type_name -> herald.v1.ChatMessage
+	5,  // 12: herald.v1.CompressResult.summary_usage:type_name -> herald.v1.Usage
+	5,  // 13: herald.v1.UsageEvent.usage:type_name -> herald.v1.Usage
+	1,  // 14: herald.v1.TranscriptEntry.message:type_name -> herald.v1.ChatMessage
+	1,  // 15: herald.v1.TranscriptRef.entries:type_name -> herald.v1.ChatMessage
+	4,  // 16: herald.v1.ToolSet.tools:type_name -> herald.v1.ToolSpec
+	17, // [17:17] is the sub-list for method output_type
+	17, // [17:17] is the sub-list for method input_type
+	17, // [17:17] is the sub-list for extension type_name
+	17, // [17:17] is the sub-list for extension extendee
+	0,  // [0:17] is the sub-list for field type_name
 }
 
 func init() { file_herald_v1_herald_proto_init() }
@@ -2066,7 +2217,7 @@ func file_herald_v1_herald_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_herald_v1_herald_proto_rawDesc), len(file_herald_v1_herald_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   15,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

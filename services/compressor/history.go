@@ -18,6 +18,9 @@ const (
 // messageChars is what a message costs in the prompt, in characters.
 func messageChars(m *heraldpb.ChatMessage) int {
 	n := len(m.Content) + len(m.Reasoning) + len(m.Role) + 4
+	for _, it := range m.ReasoningItems { // sent back with the message: signatures, encrypted reasoning
+		n += len(it.Json)
+	}
 	for _, c := range m.ToolCalls {
 		n += len(c.Id) + len(c.Name) + len(c.Arguments) + 8
 	}
@@ -62,6 +65,6 @@ func firstUserGoal(msgs []*heraldpb.ChatMessage) string {
 // withContent returns a copy of m with other content, leaving m untouched
 // (the request's messages are never modified in place).
 func withContent(m *heraldpb.ChatMessage, content string) *heraldpb.ChatMessage {
-	return &heraldpb.ChatMessage{Role: m.Role, Content: content, Reasoning: m.Reasoning,
+	return &heraldpb.ChatMessage{Role: m.Role, Content: content, Reasoning: m.Reasoning, ReasoningItems: m.ReasoningItems,
 		ToolCalls: m.ToolCalls, ToolCallId: m.ToolCallId, Name: m.Name}
 }

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/heraldrun/herald/pkg/pricing"
 	"github.com/heraldrun/herald/proto/heraldpb"
 )
 
@@ -28,6 +29,7 @@ type anthropicClient struct {
 type anthropicEncoder struct{ profile Profile }
 
 func (e *anthropicEncoder) encode(call modelCall) (*requestBody, error) {
+	call.thinkBack = e.profile.anthropicThinks(call.model)
 	if len(call.wire) == 0 || len(call.wire) > len(call.messages) {
 		return e.whole(call)
 	}
@@ -35,8 +37,9 @@ func (e *anthropicEncoder) encode(call modelCall) (*requestBody, error) {
 }
 
 func (e *anthropicEncoder) whole(call modelCall) (*requestBody, error) {
+	call.thinkBack = e.profile.anthropicThinks(call.model)
 	body := anthropicBody(call)
-	body.MaxTokens = e.profile.outputLimit(call.model, call.maxOut, defaultMaxTokens)
+	e.limits(&body, call)
 	b, err := json.Marshal(body)
 	if err != nil {
 		return nil, err
@@ -64,6 +67,7 @@ func newAnthropicClient(ep endpoint, hc *http.Client) *anthropicClient {
 type anthropicRequest struct {
 	Model     string             `json:"model"`
 	MaxTokens int64              `json:"max_tokens"`
+	Thinking  *anthropicThinking `json:"thinking,omitempty"`
 	System    []anthropicBlock   `json:"system,omitempty"`
 	Messages  []anthropicMessage `json:"messages"`
 	Tools     []anthropicTool    `json:"tools,omitempty"`
@@ -84,6 +88,11 @@ type anthropicBlock struct {
 	ToolUseID    string          `json:"tool_use_id,omitempty"`
 	Content      string          `json:"content,omitempty"`
 	CacheControl *cacheControl   `json:"cache_control,omitempty"`
+	// Thinking and Signature are a thinking block's, Data a redacted one's,
+	// sent back as the model produced them.
+	Thinking  *string `json:"thinking,omitempty"`
+	Signature string  `json:"signature,omitempty"`
+	Data      string  `json:"data,omitempty"`
 }
 
 type cacheControl struct {
@@ -108,6 +117,9 @@ func (c *anthropicClient) complete(ctx context.Context, call modelCall) (modelAn
 	body.attach(req)
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Anthropic-Version", anthropicVersion)
+	if c.encoder.(*anthropicEncoder).interleaved(call) {
+		req.Header.Set("Anthropic-Beta", interleavedThinkingBeta)
+	}
 	req.Header.Set("X-Api-Key", c.ep.keyOrPlaceholder())
 	res, err := captureStatus(c.hc.Do(req))
 	if err != nil {
@@ -139,7 +151,7 @@ func anthropicBody(call modelCall) anthropicRequest {
 			}
 			continue
 		}
-		role, blocks := anthropicTurn(m)
+		role, blocks := anthropicTurn(m, call.thinkBack)
 		if n := len(r.Messages); n > 0 && r.Messages[n-1].Role == role {
 			r.Messages[n-1].Content = append(r.Messages[n-1].Content, blocks...)
 			continue
@@ -153,19 +165,22 @@ func anthropicBody(call modelCall) anthropicRequest {
 	return r
 }
 
-func anthropicTurn(m *heraldpb.ChatMessage) (string, []anthropicBlock) {
+func anthropicTurn(m *heraldpb.ChatMessage, thinkBack bool) (string, []anthropicBlock) {
 	switch m.GetRole() {
 	case "tool":
 		return "user", []anthropicBlock{{Type: "tool_result", ToolUseID: m.GetToolCallId(), Content: m.GetContent()}}
 	case "assistant":
 		var blocks []anthropicBlock
+		if thinkBack {
+			blocks = thinkingBlocks(m)
+		}
 		if m.GetContent() != "" {
 			blocks = append(blocks, anthropicBlock{Type: "text", Text: m.GetContent()})
 		}
 		for _, tc := range m.GetToolCalls() {
 			blocks = append(blocks, anthropicBlock{Type: "tool_use", ID: tc.GetId(), Name: tc.GetName(), Input: toolInput(tc.GetArguments())})
 		}
-		if len(blocks) == 0 {
+		if len(blocks) == 0 || isThinking(blocks[len(blocks)-1]) {
 			blocks = append(blocks, anthropicBlock{Type: "text", Text: "(empty)"})
 		}
 		return "assistant", blocks
@@ -210,12 +225,14 @@ type anthropicResponse struct {
 }
 
 type anthropicOutputBlock struct {
-	Type     string          `json:"type"`
-	Text     string          `json:"text"`
-	Thinking string          `json:"thinking"`
-	ID       string          `json:"id"`
-	Name     string          `json:"name"`
-	Input    json.RawMessage `json:"input"`
+	Type      string          `json:"type"`
+	Text      string          `json:"text"`
+	Thinking  string          `json:"thinking"`
+	Signature string          `json:"signature"`
+	Data      string          `json:"data"`
+	ID        string          `json:"id"`
+	Name      string          `json:"name"`
+	Input     json.RawMessage `json:"input"`
 }
 
 type anthropicUsage struct {
@@ -223,6 +240,15 @@ type anthropicUsage struct {
 	OutputTokens             int64 `json:"output_tokens"`
 	CacheCreationInputTokens int64 `json:"cache_creation_input_tokens"`
 	CacheReadInputTokens     int64 `json:"cache_read_input_tokens"`
+	// OutputTokensDetails.ThinkingTokens says how many of output_tokens were
+	// thinking, where the API reports it.
+	OutputTokensDetails struct {
+		ThinkingTokens int64 `json:"thinking_tokens"`
+	} `json:"output_tokens_details"`
+	// ServerToolUse counts the server tools the model ran (priced as fees).
+	ServerToolUse struct {
+		WebSearchRequests int64 `json:"web_search_requests"`
+	} `json:"server_tool_use"`
 }
 
 func (r anthropicResponse) answer() (modelAnswer, error) {
@@ -234,21 +260,32 @@ func (r anthropicResponse) answer() (modelAnswer, error) {
 		switch b.Type {
 		case "text":
 			msg.Content += b.Text
-		case "thinking":
+		case "thinking", "redacted_thinking":
 			msg.Reasoning += b.Thinking
+			msg.ReasoningItems = append(msg.ReasoningItems, b.reasoningItem())
 		case "tool_use":
 			msg.ToolCalls = append(msg.ToolCalls, &heraldpb.ToolCall{Id: b.ID, Name: b.Name, Arguments: string(b.Input)})
 		}
 	}
 	return modelAnswer{message: msg, finishReason: anthropicFinish(r.StopReason), usage: r.Usage.normalised(),
-		promptTokens: r.Usage.prompt()}, nil
+		promptTokens: r.Usage.prompt(), fees: r.Usage.fees()}, nil
 }
 
 // normalised: Anthropic reports uncached input, cache writes and cache reads
-// separately (they add up to the prompt); thinking is part of output_tokens.
+// separately (they add up to the prompt); thinking is part of output_tokens
+// (billed as output), so its count is recorded and not added again.
 func (u anthropicUsage) normalised() *heraldpb.Usage {
 	return &heraldpb.Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens,
-		CacheReadTokens: u.CacheReadInputTokens, CacheWriteTokens: u.CacheCreationInputTokens}
+		CacheReadTokens: u.CacheReadInputTokens, CacheWriteTokens: u.CacheCreationInputTokens,
+		ReasoningTokens: min(u.OutputTokensDetails.ThinkingTokens, u.OutputTokens)}
+}
+
+// fees are the server tools the model ran, by fee name.
+func (u anthropicUsage) fees() map[string]int64 {
+	if u.ServerToolUse.WebSearchRequests <= 0 {
+		return nil
+	}
+	return map[string]int64{pricing.FeeWebSearch: u.ServerToolUse.WebSearchRequests}
 }
 
 func (u anthropicUsage) prompt() int64 {

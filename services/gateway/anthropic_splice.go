@@ -13,6 +13,7 @@ import (
 // encoded once and kept, spliced into the turn's frame, and the turns are
 // spliced into the body's frame. The marked turns are encoded each time.
 func (e *anthropicEncoder) spliced(call modelCall) (*requestBody, error) {
+	call.thinkBack = e.profile.anthropicThinks(call.model)
 	var system []*heraldpb.ChatMessage
 	var turns [][]int // indexes into call.messages, one list per turn
 	var roles []string
@@ -21,7 +22,7 @@ func (e *anthropicEncoder) spliced(call modelCall) (*requestBody, error) {
 			system = append(system, m)
 			continue
 		}
-		role, _ := anthropicTurn(m)
+		role, _ := anthropicTurn(m, call.thinkBack)
 		if n := len(roles); n > 0 && roles[n-1] == role {
 			turns[n-1] = append(turns[n-1], i)
 			continue
@@ -34,7 +35,7 @@ func (e *anthropicEncoder) spliced(call modelCall) (*requestBody, error) {
 	head := call
 	head.messages = system
 	r := anthropicBody(head)
-	r.MaxTokens = e.profile.outputLimit(call.model, call.maxOut, defaultMaxTokens)
+	e.limits(&r, call)
 	r.Messages = []anthropicMessage{anthropicSentinelMessage}
 	frame, err := json.Marshal(r)
 	if err != nil {
@@ -59,7 +60,7 @@ func (e *anthropicEncoder) turn(call modelCall, role string, idx []int, marked b
 	if marked {
 		var blocks []anthropicBlock
 		for _, i := range idx {
-			_, b := anthropicTurn(call.messages[i])
+			_, b := anthropicTurn(call.messages[i], call.thinkBack)
 			blocks = append(blocks, b...)
 		}
 		blocks[len(blocks)-1].CacheControl = &cacheControl{Type: "ephemeral"}
@@ -79,7 +80,7 @@ func (e *anthropicEncoder) turn(call modelCall, role string, idx []int, marked b
 	if !ok {
 		blocks := []anthropicBlock{}
 		for _, i := range idx {
-			_, b := anthropicTurn(call.messages[i])
+			_, b := anthropicTurn(call.messages[i], call.thinkBack)
 			blocks = append(blocks, b...)
 		}
 		return json.Marshal(anthropicMessage{Role: role, Content: blocks})
@@ -90,13 +91,14 @@ func (e *anthropicEncoder) turn(call modelCall, role string, idx []int, marked b
 // blocks is the encoding of call.messages[i]'s content blocks joined by
 // commas, kept in its wire slot when it has one.
 func (e *anthropicEncoder) blocks(call modelCall, i int) ([]byte, error) {
-	keep := i < len(call.wire)
+	// a message's encoding is kept for the thinking model it goes to
+	keep := i < len(call.wire) && (call.thinkBack || !hasThinking(call.messages[i]))
 	if keep {
 		if b, ok := call.wire[i].get(e); ok {
 			return b, nil
 		}
 	}
-	_, blocks := anthropicTurn(call.messages[i])
+	_, blocks := anthropicTurn(call.messages[i], call.thinkBack)
 	var out []byte
 	for j, block := range blocks {
 		b, err := json.Marshal(block)

@@ -18,6 +18,7 @@ type anthropicEvent struct {
 		Type        string `json:"type"`
 		Text        string `json:"text"`
 		Thinking    string `json:"thinking"`
+		Signature   string `json:"signature"`
 		PartialJSON string `json:"partial_json"`
 		StopReason  string `json:"stop_reason"`
 	} `json:"delta"`
@@ -125,6 +126,8 @@ func (st *anthropicStream) delta(ev anthropicEvent) error {
 		}
 	case "thinking_delta":
 		b.Thinking += ev.Delta.Thinking
+	case "signature_delta":
+		b.Signature += ev.Delta.Signature
 	case "input_json_delta":
 		if args := st.args[ev.Index]; args != nil {
 			args.WriteString(ev.Delta.PartialJSON)
@@ -147,6 +150,12 @@ func (st *anthropicStream) mergeUsage(u anthropicUsage) {
 	}
 	if u.CacheCreationInputTokens > 0 {
 		st.usage.CacheCreationInputTokens = u.CacheCreationInputTokens
+	}
+	if u.OutputTokensDetails.ThinkingTokens > 0 {
+		st.usage.OutputTokensDetails = u.OutputTokensDetails
+	}
+	if u.ServerToolUse.WebSearchRequests > 0 {
+		st.usage.ServerToolUse = u.ServerToolUse
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/heraldrun/herald/pkg/pricing"
 	"github.com/heraldrun/herald/pkg/telemetry"
 	"github.com/heraldrun/herald/proto/heraldpb"
 	"google.golang.org/protobuf/proto"
@@ -107,8 +108,8 @@ func (r *callRun) attempt(ctx context.Context, ep endpoint) (modelAnswer, *attem
 	if err == nil && ctx.Err() == nil {
 		ans.message.Content = ScrubMemoryContext(ans.message.GetContent())
 		ans.message.Reasoning = ScrubMemoryContext(ans.message.GetReasoning())
-		r.bill(ctx, ep, ans.usage, latency, nil)
-		r.apiRequestDone(ep, ans.usage, latency, nil)
+		cost := r.bill(ctx, ep, ans.usage, pricing.Charges{Served: true, Fees: ans.fees}, latency, nil)
+		r.apiRequestDone(ep, ans.usage, cost, latency, nil)
 		return ans, nil
 	}
 	spent := spentUsage(err) // failed after the provider reported usage: those tokens were used
@@ -120,8 +121,8 @@ func (r *callRun) attempt(ctx context.Context, ep endpoint) (modelAnswer, *attem
 		ae = r.stopped(ctx, ae)
 	}
 	ae.detail = redact(ae.detail, ep.apiKey)
-	r.bill(ctx, ep, spent, latency, ae)
-	r.apiRequestDone(ep, spent, latency, ae)
+	cost := r.bill(ctx, ep, spent, pricing.Charges{Served: reported(spent)}, latency, ae)
+	r.apiRequestDone(ep, spent, cost, latency, ae)
 	return modelAnswer{}, ae
 }
 
@@ -133,6 +134,7 @@ func (r *callRun) ask(ctx context.Context, ep endpoint) (modelAnswer, error) {
 	streamed := r.req.GetStream()
 	call := modelCall{model: r.modelFor(ep), messages: r.req.GetMessages(), tools: r.req.GetTools(), toolsKey: r.req.GetToolsDigest(),
 		maxOut: int64(r.req.GetMaxOutputTokens()), stream: streamed && ep.profile.Stream, wire: r.wire}
+	call.reasoning = resolveReasoning(r.s.cfg.Reasoning, call.model, r.req.GetReasoning())
 	if streamed {
 		call.onDelta = r.progress.delta
 		r.progress.begin(ep.provider, call.model)

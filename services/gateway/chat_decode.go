@@ -239,12 +239,14 @@ func (d *chatDecoder) answer() modelAnswer {
 	msg := &heraldpb.ChatMessage{Role: "assistant", Content: d.text.String(), Reasoning: d.reasoning.String(), ToolCalls: calls}
 	var usage *heraldpb.Usage
 	var prompt int64
+	var fees map[string]int64
 	if d.usage != nil {
 		usage, prompt = d.profile.normalise(*d.usage)
+		fees = d.usage.fees()
 	} else {
 		usage = &heraldpb.Usage{}
 	}
-	return asRefusal(modelAnswer{message: msg, finishReason: d.reason, usage: usage, promptTokens: prompt}, d.refusal.String())
+	return asRefusal(modelAnswer{message: msg, finishReason: d.reason, usage: usage, promptTokens: prompt, fees: fees}, d.refusal.String())
 }
 
 // contentParts reads content that is a string or a list of typed chunks:

@@ -1,6 +1,10 @@
 package gateway
 
-import "github.com/heraldrun/herald/proto/heraldpb"
+import (
+	"strings"
+
+	"github.com/heraldrun/herald/proto/heraldpb"
+)
 
 // chatWireUsage is a chat-completions usage report, with the fields outside
 // OpenAI's schema that profiles read.
@@ -17,6 +21,20 @@ type chatWireUsage struct {
 	} `json:"completion_tokens_details"`
 	// PromptCacheHitTokens is DeepSeek's count of cached prompt tokens.
 	PromptCacheHitTokens int64 `json:"prompt_cache_hit_tokens"`
+	// SearchContextSize is Perplexity's search tier of the request (low,
+	// medium, high), which sets its request fee.
+	SearchContextSize string `json:"search_context_size"`
+}
+
+// fees are what the usage reports beyond tokens: Perplexity's request in
+// its search context size, priced as the fee search_context_<size>
+// (https://docs.perplexity.ai/getting-started/pricing).
+func (u chatWireUsage) fees() map[string]int64 {
+	switch size := strings.ToLower(u.SearchContextSize); size {
+	case "low", "medium", "high":
+		return map[string]int64{"search_context_" + size: 1}
+	}
+	return nil
 }
 
 // normalise turns a provider's usage into Herald's classes: input is
@@ -56,6 +74,9 @@ func (u *chatWireUsage) add(v chatWireUsage) {
 	u.PromptTokensDetails.CacheWriteTokens += v.PromptTokensDetails.CacheWriteTokens
 	u.CompletionTokensDetails.ReasoningTokens += v.CompletionTokensDetails.ReasoningTokens
 	u.PromptCacheHitTokens += v.PromptCacheHitTokens
+	if v.SearchContextSize != "" {
+		u.SearchContextSize = v.SearchContextSize
+	}
 }
 
 // overwrite takes every count v holds: a later report of a running total
@@ -73,4 +94,7 @@ func (u *chatWireUsage) overwrite(v chatWireUsage) {
 	keep(&u.PromptTokensDetails.CacheWriteTokens, v.PromptTokensDetails.CacheWriteTokens)
 	keep(&u.CompletionTokensDetails.ReasoningTokens, v.CompletionTokensDetails.ReasoningTokens)
 	keep(&u.PromptCacheHitTokens, v.PromptCacheHitTokens)
+	if v.SearchContextSize != "" {
+		u.SearchContextSize = v.SearchContextSize
+	}
 }

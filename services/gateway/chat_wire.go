@@ -58,11 +58,18 @@ func (e *chatEncoder) paramsWithTools(call modelCall, msgs []openai.ChatCompleti
 			p.MaxTokens = openai.Int(limit)
 		}
 	}
+	extra := map[string]any{}
 	if call.stream {
-		p.SetExtraFields(map[string]any{"stream": true})
+		extra["stream"] = true
 		if e.profile.StreamOptions {
 			p.StreamOptions = openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)}
 		}
+	}
+	if field, value, ok := e.profile.chatReasoning(call.model, call.reasoning); ok {
+		extra[field] = value
+	}
+	if len(extra) > 0 {
+		p.SetExtraFields(extra)
 	}
 	return p
 }
@@ -263,7 +270,7 @@ func frameKey(call modelCall) (string, bool) {
 	if call.toolsKey == "" && len(call.tools) > 0 {
 		return "", false
 	}
-	return fmt.Sprintf("%s\x00%d\x00%t\x00%s", call.model, call.maxOut, call.stream, call.toolsKey), true
+	return fmt.Sprintf("%s\x00%d\x00%t\x00%s\x00%s", call.model, call.maxOut, call.stream, call.toolsKey, call.reasoning.key()), true
 }
 
 // frame is the body with one sentinel message in place of the history.

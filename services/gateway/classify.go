@@ -114,6 +114,9 @@ func classifyStatus(se *statusError) *attemptError {
 	ae.status = se.status
 	if class == ClassRateLimit {
 		ae.retryAfter = retryAfter(se.header, time.Now())
+		if ae.retryAfter == 0 {
+			ae.retryAfter = rateLimitReset(se.header, low)
+		}
 	}
 	return ae
 }
@@ -214,6 +217,36 @@ func retryAfter(h http.Header, now time.Time) time.Duration {
 		}
 	}
 	if d <= 0 || d > maxRetryAfter {
+		return 0
+	}
+	return d
+}
+
+// rateLimitReset reads OpenAI's x-ratelimit-reset-requests and
+// x-ratelimit-reset-tokens ("1s", "6m0s", "20ms": when the limit's window
+// refills; https://platform.openai.com/docs/guides/rate-limits#rate-limits-in-headers):
+// the one the error names (requests per minute, tokens per minute), else
+// the later of the two. 0 when absent or beyond what the gateway waits.
+func rateLimitReset(h http.Header, body string) time.Duration {
+	reset := func(name string) time.Duration {
+		d, err := time.ParseDuration(strings.TrimSpace(h.Get(name)))
+		if err != nil || d <= 0 {
+			return 0
+		}
+		return d
+	}
+	requests, tokens := reset("X-Ratelimit-Reset-Requests"), reset("X-Ratelimit-Reset-Tokens")
+	var d time.Duration
+	switch {
+	case strings.Contains(body, "(rpm)") || strings.Contains(body, "requests per"):
+		d = requests
+	case strings.Contains(body, "(tpm)") || strings.Contains(body, "tokens per"):
+		d = tokens
+	}
+	if d == 0 {
+		d = max(requests, tokens)
+	}
+	if d > maxRetryAfter {
 		return 0
 	}
 	return d

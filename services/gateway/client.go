@@ -23,6 +23,12 @@ type modelCall struct {
 	toolsKey string
 	maxOut   int64
 	stream   bool
+	// reasoning is what the call asks of a reasoning model; each client
+	// maps it to its provider's fields, or leaves it out.
+	reasoning reasoningAsk
+	// thinkBack: Anthropic thinking blocks of the history go back (the
+	// model takes thinking); set by the Anthropic encoder.
+	thinkBack bool
 	// onDelta receives content as it streams (already in arrival order).
 	onDelta func(text string)
 	// wire holds the encodings of messages[:len(wire)], kept with the
@@ -36,6 +42,9 @@ type modelAnswer struct {
 	finishReason string
 	usage        *heraldpb.Usage
 	promptTokens int64
+	// fees counts what the provider charged by unit beyond tokens (web
+	// searches), by fee name.
+	fees map[string]int64
 }
 
 // modelClient speaks one API mode to one endpoint.

@@ -34,6 +34,8 @@ type Config struct {
 	StreamIdleTimeout time.Duration
 	// Profiles override provider profiles by provider name (herald.yaml's providers).
 	Profiles map[string]config.ProviderProfile
+	// Reasoning is herald.yaml's reasoning settings, default and per model.
+	Reasoning config.Reasoning
 }
 
 // Defaults of the knobs herald.yaml does not carry.
@@ -57,6 +59,7 @@ func ConfigFrom(c config.Config) Config {
 		RateLimitCooldown: DefaultRateLimitCooldown,
 		Concurrency:       DefaultConcurrency,
 		Profiles:          c.Providers,
+		Reasoning:         c.Reasoning,
 	}.withDefaults()
 }
 

@@ -14,7 +14,9 @@ import (
 	"time"
 
 	"github.com/heraldrun/herald/pkg/config"
+	"github.com/heraldrun/herald/pkg/pricing"
 	"github.com/heraldrun/herald/pkg/scripted"
+	"github.com/heraldrun/herald/proto"
 	"github.com/heraldrun/herald/proto/heraldpb"
 	"github.com/stretchr/testify/require"
 )
@@ -24,28 +26,35 @@ import (
 // computed from it and the fixture's token counts, never read back from
 // what the gateway reports.
 var conformancePrices = map[string]config.Price{
-	"gpt-4o-mini":                   {Input: 0.15, Output: 0.60, CacheRead: 0.075},
-	"o4-mini":                       {Input: 1.10, Output: 4.40, CacheRead: 0.275},
-	"gpt-5-mini":                    {Input: 0.25, Output: 2, CacheRead: 0.025},
-	"claude-sonnet-4-5":             {Input: 3, Output: 15, CacheRead: 0.30, CacheWrite: 3.75},
-	"claude-3-haiku-20240307":       {Input: 0.25, Output: 1.25, CacheRead: 0.03, CacheWrite: 0.30},
-	"anthropic/claude-3-haiku":      {Input: 0.25, Output: 1.25, CacheRead: 0.03, CacheWrite: 0.30},
-	"anthropic/claude-sonnet-4.5":   {Input: 3, Output: 15, CacheRead: 0.30, CacheWrite: 3.75},
-	"deepseek/deepseek-r1":          {Input: 0.40, Output: 2},
-	"llama-3.3-70b-versatile":       {Input: 0.59, Output: 0.79},
-	"openai/gpt-oss-120b":           {Input: 0.15, Output: 0.75},
-	"grok-4-0709":                   {Input: 3, Output: 15, CacheRead: 0.75},
-	"grok-3-mini":                   {Input: 0.30, Output: 0.50, CacheRead: 0.075},
-	"deepseek-reasoner":             {Input: 0.28, Output: 0.42, CacheRead: 0.028},
-	"deepseek-chat":                 {Input: 0.28, Output: 0.42, CacheRead: 0.028},
-	"magistral-medium-2509":         {Input: 2, Output: 5},
-	"mistral-large-latest":          {Input: 2, Output: 6},
-	"gemini-2.5-flash":              {Input: 0.30, Output: 2.50, CacheRead: 0.03},
+	"gpt-4o-mini":                 {Input: 0.15, Output: 0.60, CacheRead: 0.075},
+	"o4-mini":                     {Input: 1.10, Output: 4.40, CacheRead: 0.275},
+	"gpt-5-mini":                  {Input: 0.25, Output: 2, CacheRead: 0.025},
+	"claude-sonnet-4-5":           {Input: 3, Output: 15, CacheRead: 0.30, CacheWrite: 3.75},
+	"claude-3-haiku-20240307":     {Input: 0.25, Output: 1.25, CacheRead: 0.03, CacheWrite: 0.30},
+	"claude-haiku-4-5":            {Input: 1, Output: 5, CacheRead: 0.10, CacheWrite: 1.25, Fees: map[string]float64{"web_search": 0.01}},
+	"claude-opus-4-1":             {Input: 15, Output: 75, CacheRead: 1.50, CacheWrite: 18.75},
+	"anthropic/claude-3-haiku":    {Input: 0.25, Output: 1.25, CacheRead: 0.03, CacheWrite: 0.30},
+	"anthropic/claude-sonnet-4.5": {Input: 3, Output: 15, CacheRead: 0.30, CacheWrite: 3.75},
+	"deepseek/deepseek-r1":        {Input: 0.40, Output: 2},
+	"llama-3.3-70b-versatile":     {Input: 0.59, Output: 0.79},
+	"openai/gpt-oss-120b":         {Input: 0.15, Output: 0.75},
+	"grok-4-0709":                 {Input: 3, Output: 15, CacheRead: 0.75},
+	"grok-3-mini":                 {Input: 0.30, Output: 0.50, CacheRead: 0.075},
+	"deepseek-reasoner":           {Input: 0.28, Output: 0.42, CacheRead: 0.028},
+	"deepseek-chat":               {Input: 0.28, Output: 0.42, CacheRead: 0.028},
+	"magistral-medium-2509":       {Input: 2, Output: 5},
+	"mistral-large-latest":        {Input: 2, Output: 6},
+	"gemini-2.5-flash":            {Input: 0.30, Output: 2.50, CacheRead: 0.03},
+	"gemini-2.5-pro": {Input: 1.25, Output: 10, CacheRead: 0.125,
+		Tiers: []pricing.Tier{{AboveInputTokens: 200_000, Input: ptr(2.50), Output: ptr(15), CacheRead: ptr(0.25)}}},
+	"sonar":                         {Input: 1, Output: 1, Fees: map[string]float64{"search_context_low": 0.005, "search_context_medium": 0.008}},
 	"deepseek-ai/DeepSeek-R1":       {Input: 3, Output: 7},
 	"Qwen/Qwen3-235B-A22B-fp8-tput": {Input: 0.20, Output: 0.60},
 	"accounts/fireworks/models/llama-v3p1-70b-instruct": {Input: 0.90, Output: 0.90},
 	"accounts/fireworks/models/deepseek-r1":             {Input: 3, Output: 8},
 }
+
+func ptr(v float64) *float64 { return &v }
 
 const conformanceKey = "sk-conformance-0123456789abcdef"
 
@@ -106,7 +115,15 @@ func loadCase(t *testing.T, path string) *conformanceCase {
 			c.replies = append(c.replies, r)
 			continue
 		}
-		c.replies = append(c.replies, scripted.Reply{Status: status, Body: strings.TrimSpace(body)})
+		reply := scripted.Reply{Status: status, Header: map[string]string{}}
+		for strings.HasPrefix(body, "> ") { // response headers: "> Name: value" lines
+			line, rest, _ := strings.Cut(body, "\n")
+			name, value, _ := strings.Cut(strings.TrimPrefix(line, "> "), ":")
+			reply.Header[strings.TrimSpace(name)] = strings.TrimSpace(value)
+			body = rest
+		}
+		reply.Body = strings.TrimSpace(body)
+		c.replies = append(c.replies, reply)
 	}
 	c.provider, c.model, c.mode = c.get("provider"), c.get("model"), c.get("mode")
 	c.stream = c.get("stream") == "true"
@@ -178,6 +195,11 @@ func runConformance(t *testing.T, c *conformanceCase) {
 	checkOutcome(t, c, resp)
 	checkUsageAndCost(t, c, r, resp)
 	checkWire(t, c, r)
+	if w := c.get("retry_wait"); w != "" {
+		retries := ev.ofType(proto.EventRetry)
+		require.NotEmpty(t, retries)
+		require.Contains(t, retries[0].Message, "retrying in "+w+" ", "the retry waits the provider's delay and no longer")
+	}
 	if c.stream && !c.has("error_class") {
 		// a retried attempt streams the answer anew after what the failed one showed
 		require.Eventually(t, func() bool { return strings.HasSuffix(ev.text(), resp.GetMessage().GetContent()) }, 5*time.Second, 5*time.Millisecond,
@@ -200,9 +222,14 @@ func conformanceRequest(r *rig, c *conformanceCase) *heraldpb.LLMRequest {
 		n, _ := strconv.Atoi(v)
 		req.MaxOutputTokens = int32(n)
 	}
+	if effort, budget := c.get("reasoning_effort"), c.get("reasoning_budget"); effort != "" || budget != "" {
+		n, _ := strconv.ParseInt(budget, 10, 64)
+		req.Reasoning = &heraldpb.Reasoning{Effort: effort, BudgetTokens: n, Summary: c.get("reasoning_summary")}
+	}
 	req.Messages = append(req.Messages,
 		&heraldpb.ChatMessage{Role: "assistant", Content: "Let me look.", Reasoning: "The notes are in notes.txt.",
-			ToolCalls: []*heraldpb.ToolCall{{Id: "call_prev_1", Name: "read_file", Arguments: `{"path":"notes.txt"}`}}},
+			ReasoningItems: earlierReasoning,
+			ToolCalls:      []*heraldpb.ToolCall{{Id: "call_prev_1", Name: "read_file", Arguments: `{"path":"notes.txt"}`}}},
 		&heraldpb.ChatMessage{Role: "tool", ToolCallId: "call_prev_1", Name: "read_file", Content: "buy green tea"},
 	)
 	req.Tools = []*heraldpb.ToolSpec{
@@ -210,6 +237,18 @@ func conformanceRequest(r *rig, c *conformanceCase) *heraldpb.LLMRequest {
 		{Name: "terminal", Description: "Run a command", ParametersJson: `{"type":"object","properties":{"command":{"type":"string"}},"required":["command"]}`},
 	}
 	return req
+}
+
+// earlierReasoning are the provider records of the earlier tool round's
+// reasoning, one per API mode that keeps them: each goes back only to its
+// own mode, unchanged. Their signatures and encrypted content are this
+// suite's own strings in the shape the providers document
+// (https://docs.anthropic.com/en/docs/build-with-claude/extended-thinking#preserving-thinking-blocks,
+// https://platform.openai.com/docs/guides/reasoning#encrypted-reasoning-items).
+var earlierReasoning = []*heraldpb.ReasoningItem{
+	{ApiMode: ModeAnthropicMessages, Json: `{"type":"thinking","thinking":"The notes are in notes.txt.","signature":"ErUBCkYIBxgCIkCdHeraldPrevSig+/0123456789=="}`},
+	{ApiMode: ModeAnthropicMessages, Json: `{"type":"redacted_thinking","data":"EmwKAhgBEgy3HeraldRedacted+/=="}`},
+	{ApiMode: ModeCodexResponses, Json: `{"id":"rs_prev_1","type":"reasoning","summary":[{"type":"summary_text","text":"The notes are in notes.txt."}],"encrypted_content":"gAAAAABoHeraldPrevEncrypted=="}`},
 }
 
 func checkOutcome(t *testing.T, c *conformanceCase, resp *heraldpb.LLMResponse) {
@@ -232,6 +271,12 @@ func checkOutcome(t *testing.T, c *conformanceCase, resp *heraldpb.LLMResponse) 
 	var want []struct{ ID, Name, Arguments string }
 	if v := c.get("tool_calls"); v != "" {
 		require.NoError(t, json.Unmarshal([]byte(v), &want), c.file)
+	}
+	items := c.fields["reasoning_item"]
+	require.Len(t, msg.GetReasoningItems(), len(items), "provider reasoning records kept: %v", msg.GetReasoningItems())
+	for i, w := range items {
+		require.Equal(t, c.mode, msg.GetReasoningItems()[i].GetApiMode())
+		require.JSONEq(t, w, msg.GetReasoningItems()[i].GetJson(), "reasoning record %d, as the provider sent it", i)
 	}
 	require.Len(t, msg.GetToolCalls(), len(want), "tool calls")
 	for i, w := range want {
@@ -262,8 +307,18 @@ func checkUsageAndCost(t *testing.T, c *conformanceCase, r *rig, resp *heraldpb.
 		ev := events[i]
 		require.Equal(t, want, stripUsage(ev.GetUsage()), "usage of attempt %d", i+1)
 		nano := expectedNano(c.model, want)
+		if costs := c.fields["cost_nano"]; len(costs) > 0 { // tiers and fees: worked out by hand in the fixture
+			n, err := strconv.ParseUint(costs[i], 10, 64)
+			require.NoError(t, err)
+			nano = n
+		}
 		require.Equal(t, nano, ev.GetCostNanoUsd(), "cost of attempt %d from its row and the price table", i+1)
-		if _, priced := conformancePrices[c.model]; priced {
+		if sources := c.fields["price_source"]; len(sources) > 0 {
+			require.Equal(t, sources[i], ev.GetPriceSource(), "what priced attempt %d", i+1)
+			again, err := pricing.Reprice(conformancePrices[c.model], ev.GetUsage(), ev.GetPriceSource())
+			require.NoError(t, err)
+			require.Equal(t, nano, again, "the row and the table alone give its cost again")
+		} else if _, priced := conformancePrices[c.model]; priced {
 			require.Equal(t, PriceConfig, ev.GetPriceSource())
 		} else {
 			require.Equal(t, PriceUnknown, ev.GetPriceSource(), "no guessed price")

@@ -19,11 +19,10 @@ func (r *callRun) apiRequestStarting(ep endpoint) { r.s.hooks.APIRequestStarting
 
 // apiRequestDone publishes post_api_request after an attempt, with what it
 // was billed.
-func (r *callRun) apiRequestDone(ep endpoint, u *heraldpb.Usage, latency time.Duration, ae *attemptError) {
+func (r *callRun) apiRequestDone(ep endpoint, u *heraldpb.Usage, cost uint64, latency time.Duration, ae *attemptError) {
 	if u == nil {
 		u = &heraldpb.Usage{}
 	}
-	cost, _ := r.s.pricer.CostNano(r.modelFor(ep), u)
 	ev := hooks.APIResponse{APIRequest: r.apiRequest(ep), CostUSD: float64(cost) / nanoPerUSD,
 		LatencyMS: latency.Milliseconds(), Status: StatusOK,
 		Usage: hooks.Usage{InputTokens: u.GetInputTokens(), OutputTokens: u.GetOutputTokens(), CacheReadTokens: u.GetCacheReadTokens(),

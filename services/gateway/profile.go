@@ -38,6 +38,10 @@ type Profile struct {
 	// ToolCallIDs is the id format the provider accepts in a history:
 	// "" any, or IDsAlnum9 (Mistral: exactly nine letters and digits).
 	ToolCallIDs string
+	// ReasoningParam is where a chat-completions request asks for
+	// reasoning: reasoning_effort, reasoning (OpenRouter's object) or none.
+	// Which models take it is the profile's own knowledge (reasoning.go).
+	ReasoningParam string
 }
 
 // IDsAlnum9 is Mistral's tool-call id format ("Tool call id was call_0fypS1hVX
@@ -211,6 +215,7 @@ func (p Profile) with(o config.ProviderProfile, name string) (Profile, error) {
 	if p.ReasoningEcho = echo; echo == EchoNone {
 		p.ReasoningEcho = ""
 	}
+	set("reasoning_param", &p.ReasoningParam, o.ReasoningParam, ReasoningParamEffort, ReasoningParamObject, ReasoningParamNone)
 	usage, count := string(p.Usage), string(p.ReasoningTokens)
 	set("usage", &usage, o.Usage, string(UsageCumulative), string(UsageDelta))
 	set("reasoning_tokens", &count, o.ReasoningTokens, string(ReasoningIncluded), string(ReasoningSeparate), string(ReasoningTotalOnly))

@@ -6,12 +6,21 @@ import "sort"
 // the gateway's default max_tokens: Claude 3 Haiku/Opus/Sonnet refuse more
 // than 4096 ("max_tokens: 8192 > 4096, which is the maximum allowed number
 // of output tokens for claude-3-haiku-20240307", continuedev/continue#4225).
+// The Claude 4 and 3.7 limits bound max_tokens when it grows to hold a
+// thinking budget (https://docs.anthropic.com/en/docs/about-claude/models/overview).
 var claudeCaps = map[string]int64{
-	"claude-3-haiku":  4096,
-	"claude-3-opus":   4096,
-	"claude-3-sonnet": 4096,
-	"claude-3.5":      8192, // OpenRouter's spelling: anthropic/claude-3.5-haiku
-	"claude-3-5":      8192,
+	"claude-3-haiku":    4096,
+	"claude-3-opus":     4096,
+	"claude-3-sonnet":   4096,
+	"claude-3.5":        8192, // OpenRouter's spelling: anthropic/claude-3.5-haiku
+	"claude-3-5":        8192,
+	"claude-3-7-sonnet": 64000,
+	"claude-3.7-sonnet": 64000,
+	"claude-sonnet-4":   64000,
+	"claude-haiku-4":    64000,
+	"claude-opus-4":     32000,
+	"claude-opus-4-5":   64000,
+	"claude-opus-4.5":   64000,
 }
 
 // compatible is the starting point of every OpenAI-compatible profile:
@@ -19,7 +28,8 @@ var claudeCaps = map[string]int64{
 // completion_tokens, reasoning sent back as reasoning_content (what vLLM,
 // SGLang and DeepSeek read; others ignore it).
 var compatible = Profile{Stream: true, StreamOptions: true, MaxTokensField: FieldMaxTokens,
-	ReasoningEcho: EchoReasoningContent, Usage: UsageCumulative, ReasoningTokens: ReasoningIncluded}
+	ReasoningEcho: EchoReasoningContent, Usage: UsageCumulative, ReasoningTokens: ReasoningIncluded,
+	ReasoningParam: ReasoningParamEffort}
 
 func like(p Profile, edit func(*Profile)) Profile {
 	edit(&p)
@@ -36,24 +46,34 @@ var builtinProfiles = map[string]Profile{
 	// Anthropic's own API (anthropic_messages); caps by model family.
 	"anthropic": like(compatible, func(p *Profile) { p.ReasoningEcho, p.OutputCaps = "", claudeCaps }),
 	// OpenRouter reads reasoning back as `reasoning`; Claude caps apply to anthropic/… models.
-	"openrouter": like(compatible, func(p *Profile) { p.ReasoningEcho, p.OutputCaps = EchoReasoning, claudeCaps }),
+	// It takes reasoning as an object ({"effort"} or {"max_tokens"}) for any model.
+	"openrouter": like(compatible, func(p *Profile) {
+		p.ReasoningEcho, p.OutputCaps, p.ReasoningParam = EchoReasoning, claudeCaps, ReasoningParamObject
+	}),
 	// Groq repeats the usage of the finish chunk (x_groq.usage) in a trailing
 	// chunk, and answers 400 to reasoning_content on assistant messages.
 	"groq": like(compatible, func(p *Profile) { p.ReasoningEcho = "" }),
 	// xAI bills reasoning tokens as output beside completion_tokens.
 	"xai": like(compatible, func(p *Profile) { p.ReasoningEcho, p.ReasoningTokens = "", ReasoningSeparate }),
 	// DeepSeek's thinking mode requires reasoning_content back after tool calls.
-	"deepseek": compatible,
+	// Its reasoning is chosen by model (deepseek-reasoner), not by a field.
+	"deepseek": like(compatible, func(p *Profile) { p.ReasoningParam = ReasoningParamNone }),
 	// Mistral refuses stream_options (422 extra_forbidden) and unknown
 	// fields; Magistral sends content as typed chunks (thinking, text).
 	// Mistral also takes only nine-character alphanumeric tool-call ids.
-	"mistral": like(compatible, func(p *Profile) { p.StreamOptions, p.ReasoningEcho, p.ToolCallIDs = false, "", IDsAlnum9 }),
+	// Magistral reasons by model; reasoning_effort would be an unknown field.
+	"mistral": like(compatible, func(p *Profile) {
+		p.StreamOptions, p.ReasoningEcho, p.ToolCallIDs, p.ReasoningParam = false, "", IDsAlnum9, ReasoningParamNone
+	}),
 	// Gemini's OpenAI endpoint counts thinking only in total_tokens, and has
 	// refused stream_options ("Unknown name \"stream_options\"") while its
 	// chunks carry usage anyway.
 	"gemini": like(compatible, func(p *Profile) {
 		p.StreamOptions, p.ReasoningEcho, p.ReasoningTokens = false, "", ReasoningTotalOnly
 	}),
+	// Perplexity prices each request by its search context size (a fee);
+	// reasoning is chosen by model (sonar-reasoning).
+	"perplexity": like(compatible, func(p *Profile) { p.ReasoningEcho, p.ReasoningParam = "", ReasoningParamNone }),
 	// Together and Fireworks serve open reasoning models (DeepSeek-R1, Qwen)
 	// whose reasoning may arrive inline in <think> tags.
 	"together":  like(compatible, func(p *Profile) { p.ReasoningEcho, p.ThinkTags = "", true }),
@@ -91,6 +111,7 @@ var hostProfiles = []struct{ host, profile string }{
 	{"api.together.xyz", "together"},
 	{"api.together.ai", "together"},
 	{"api.fireworks.ai", "fireworks"},
+	{"api.perplexity.ai", "perplexity"},
 }
 
 // localPorts recognise local servers on their default ports.

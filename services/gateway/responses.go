@@ -7,11 +7,14 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/heraldrun/herald/pkg/config"
+	"github.com/heraldrun/herald/pkg/pricing"
 	"github.com/heraldrun/herald/proto/heraldpb"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/packages/param"
 	"github.com/openai/openai-go/v3/packages/ssestream"
 	"github.com/openai/openai-go/v3/responses"
+	"github.com/openai/openai-go/v3/shared"
 )
 
 // responsesClient speaks the OpenAI Responses API (codex_responses) through
@@ -104,7 +107,24 @@ func (e *responsesEncoder) params(call modelCall, items responses.ResponseInputP
 	if call.stream {
 		p.SetExtraFields(map[string]any{"stream": true})
 	}
+	if e.profile.responsesReasons(call.model, call.reasoning) {
+		e.reason(&p, call)
+	}
 	return p
+}
+
+// reason asks for the call's reasoning settings and, since the gateway
+// stores nothing at the provider (store: false), for the reasoning as
+// encrypted content, which goes back with the turn's next request.
+func (e *responsesEncoder) reason(p *responses.ResponseNewParams, call modelCall) {
+	p.Include = []responses.ResponseIncludable{responses.ResponseIncludableReasoningEncryptedContent}
+	a := call.reasoning
+	if a.effort != "" {
+		p.Reasoning.Effort = shared.ReasoningEffort(a.effort)
+	}
+	if a.on() && a.summary != config.SummaryNone {
+		p.Reasoning.Summary = shared.ReasoningSummaryAuto
+	}
 }
 
 func (c *responsesClient) complete(ctx context.Context, call modelCall) (modelAnswer, error) {
@@ -180,6 +200,7 @@ func responsesItems(m *heraldpb.ChatMessage) responses.ResponseInputParam {
 	switch m.GetRole() {
 	case "system":
 	case "assistant":
+		items = append(items, reasoningInputs(m)...)
 		if m.GetContent() != "" {
 			items = append(items, responses.ResponseInputItemParamOfMessage(m.GetContent(), responses.EasyInputMessageRoleAssistant))
 		}
@@ -205,7 +226,9 @@ func responsesAnswer(res *responses.Response) (modelAnswer, error) {
 		return modelAnswer{}, &partialError{err: err, usage: usage}
 	}
 	msg := &heraldpb.ChatMessage{Role: "assistant"}
-	var text, reasoning strings.Builder
+	var text strings.Builder
+	var reasoning []string
+	var fees map[string]int64
 	for _, item := range res.Output {
 		switch item.Type {
 		case "message":
@@ -215,13 +238,19 @@ func responsesAnswer(res *responses.Response) (modelAnswer, error) {
 		case "function_call":
 			msg.ToolCalls = append(msg.ToolCalls, &heraldpb.ToolCall{Id: item.CallID, Name: item.Name, Arguments: item.Arguments.OfString})
 		case "reasoning":
-			for _, s := range item.Summary {
-				reasoning.WriteString(s.Text)
+			reasoning = append(reasoning, reasoningParts(item)...)
+			if keep := keptReasoning(item); keep != nil {
+				msg.ReasoningItems = append(msg.ReasoningItems, keep)
 			}
+		case "web_search_call":
+			if fees == nil {
+				fees = map[string]int64{}
+			}
+			fees[pricing.FeeWebSearch]++
 		}
 	}
-	msg.Content, msg.Reasoning = text.String(), reasoning.String()
-	return modelAnswer{message: msg, finishReason: responsesFinish(res, msg), usage: usage, promptTokens: res.Usage.InputTokens}, nil
+	msg.Content, msg.Reasoning = text.String(), strings.Join(reasoning, "\n\n")
+	return modelAnswer{message: msg, finishReason: responsesFinish(res, msg), usage: usage, promptTokens: res.Usage.InputTokens, fees: fees}, nil
 }
 
 // responsesUsage: input_tokens include cached ones, output_tokens include

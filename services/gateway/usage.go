@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/heraldrun/herald/pkg/bus"
+	"github.com/heraldrun/herald/pkg/pricing"
 	"github.com/heraldrun/herald/pkg/telemetry"
 	"github.com/heraldrun/herald/proto/heraldpb"
 	"github.com/nats-io/nats.go/jetstream"
@@ -20,13 +21,13 @@ const (
 
 // bill records one attempt: a usage event on the tenant's usage subject
 // (event id <request_id>:<attempt>, so a re-published event is stored once),
-// the call's running totals, and the tenant's spend.
-func (r *callRun) bill(ctx context.Context, ep endpoint, u *heraldpb.Usage, latency time.Duration, ae *attemptError) {
+// the call's running totals, and the tenant's spend. It returns the cost.
+func (r *callRun) bill(ctx context.Context, ep endpoint, u *heraldpb.Usage, c pricing.Charges, latency time.Duration, ae *attemptError) uint64 {
 	if u == nil {
 		u = &heraldpb.Usage{}
 	}
 	model := r.modelFor(ep)
-	cost, source := r.s.pricer.CostNano(model, u)
+	cost, source := r.s.pricer.Charge(model, u, c)
 	addUsage(r.usage, u)
 	r.costNano += cost
 	ev := &heraldpb.UsageEvent{
@@ -54,13 +55,14 @@ func (r *callRun) bill(ctx context.Context, ep endpoint, u *heraldpb.Usage, late
 	telemetry.ModelAttempt(ep.provider, model, ev.ErrorClass, r.tenant, latency, u, cost)
 	r.billed = append(r.billed, r.s.publishUsage(ev))
 	if cost == 0 {
-		return
+		return 0
 	}
 	pctx, cancel := publishCtx(ctx)
 	defer cancel()
 	if err := r.s.spend.add(pctx, r.tenant, cost); err != nil {
 		r.s.log.Warn().Err(err).Str("tenant", r.tenant).Msg("tenant spend not recorded")
 	}
+	return cost
 }
 
 // pendingUsage is a usage event whose store is being acknowledged.
@@ -166,6 +168,12 @@ func purposeOf(req *heraldpb.LLMRequest) string {
 		return "agent"
 	}
 	return req.GetPurpose()
+}
+
+// reported: the provider counted tokens for the attempt (it was served,
+// even if its answer then broke off).
+func reported(u *heraldpb.Usage) bool {
+	return u.GetInputTokens()+u.GetOutputTokens()+u.GetCacheReadTokens()+u.GetCacheWriteTokens() > 0
 }
 
 func addUsage(sum, u *heraldpb.Usage) {

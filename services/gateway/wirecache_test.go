@@ -32,6 +32,14 @@ func randomMessage(r *rand.Rand) *heraldpb.ChatMessage {
 		if r.IntN(2) == 0 {
 			m.Reasoning = randomText(r)
 		}
+		if r.IntN(2) == 0 { // the providers' own records, kept to go back unchanged
+			text, _ := json.Marshal(randomText(r))
+			m.ReasoningItems = []*heraldpb.ReasoningItem{
+				{ApiMode: ModeAnthropicMessages, Json: `{"type":"thinking","thinking":` + string(text) + `,"signature":"sig/+="}`},
+				{ApiMode: ModeAnthropicMessages, Json: `{"type":"redacted_thinking","data":"red<&>"}`},
+				{ApiMode: ModeCodexResponses, Json: `{"id":"rs_1","type":"reasoning","summary":[{"type":"summary_text","text":` + string(text) + `}],"encrypted_content":"enc"}`},
+			}
+		}
 		for n := r.IntN(3); n > 0; n-- {
 			id := []string{"call_" + fmt.Sprint(r.IntN(1000)), "abcDEF123", "", randomText(r)}[r.IntN(4)]
 			args := []string{randomText(r), `{ "path" : "<a&b>.txt" }`, `{"n":1e3,"s":"\u2028é"}`, `[1]`, `null`}[r.IntN(5)]
@@ -90,7 +98,8 @@ func TestSplicedBodiesMatchWhole(t *testing.T) {
 						wire = append(wire, newWireSlots(len(history)-len(wire))...)
 					}
 					msgs := append(append([]*heraldpb.ChatMessage{}, history...), randomMessage(r))
-					call := modelCall{model: model, messages: msgs, tools: tools, maxOut: int64(r.IntN(3) * 4096), stream: r.IntN(2) == 0, wire: wire}
+					call := modelCall{model: model, messages: msgs, tools: tools, maxOut: int64(r.IntN(3) * 4096), stream: r.IntN(2) == 0, wire: wire,
+						reasoning: reasoningAsk{effort: []string{"", "low", "high"}[r.IntN(3)]}}
 					if seed%2 == 0 {
 						call.toolsKey = "set-digest" // the request referred to its tools: their encoding is kept too
 					}

@@ -28,6 +28,7 @@ const chatHelp = `Type a message and press Enter; the answer streams as it is wr
   /sessions      list the sessions
   /cost          what this session has cost so far
   /model NAME    use model NAME from the next turn on (no NAME: show it)
+  /reasoning E   reasoning effort from the next turn on: minimal, low, medium, high, off
   /retry         send your last message again
   /exit          leave (Ctrl-D too)
 Ctrl-C stops the running turn (its unfinished answer is not kept); at the prompt it clears the line.
@@ -60,6 +61,7 @@ func cmdChat(ctx context.Context, args []string, cio cliIO) int {
 	fs.StringVar(&f.pool, "pool", "", "tool-runner pool to run the tools on")
 	fs.BoolVar(&f.yes, "yes", false, "approve dangerous commands without asking")
 	f.registerContinue(fs)
+	f.registerReasoning(fs)
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
 		return flagExit(err)
@@ -165,6 +167,7 @@ func (c *chat) turn(ctx context.Context, prompt string) {
 	f := c.flags
 	task := proto.Task{Prompt: prompt, SessionID: c.sid, TaskID: "t-" + uuid.NewString(), Model: c.model,
 		Tenant: c.cfg.Tenant, Workspace: f.workspace, Pool: f.pool, Yes: f.yes}
+	task.ReasoningEffort = f.reasoning
 	s := &stream{nc: c.rt.nc, js: c.rt.js, cio: c.cio, yes: f.yes, task: task, ask: c.ask}
 	res, err := s.run(turnCtx)
 	if err != nil {
@@ -253,6 +256,8 @@ func (c *chat) command(ctx context.Context, text string) bool {
 			c.model = arg
 		}
 		fmt.Fprintf(out, "model %s\n", c.modelName())
+	case "/reasoning":
+		c.setReasoning(arg)
 	case "/retry":
 		if c.lastPrompt == "" {
 			fmt.Fprintln(out, "nothing to retry yet")

@@ -26,6 +26,7 @@ import (
 type runFlags struct {
 	common
 	session, model, tenant, workspace, pool string
+	reasoning                               string
 	maxIterations                           int
 	maxCost                                 float64
 	json, yes, cont                         bool
@@ -45,6 +46,7 @@ func cmdRun(ctx context.Context, args []string, cio cliIO) int {
 	fs.BoolVar(&f.json, "json", false, "print the result JSON only")
 	fs.BoolVar(&f.yes, "yes", false, "approve dangerous commands without asking")
 	f.registerContinue(fs)
+	f.registerReasoning(fs)
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
 		return flagExit(err)
@@ -82,7 +84,7 @@ func cmdRun(ctx context.Context, args []string, cio cliIO) int {
 	}
 	task := proto.Task{Prompt: pos[0], SessionID: f.session, TaskID: "t-" + uuid.NewString(), Model: f.model,
 		MaxIterations: f.maxIterations, MaxCostUSD: f.maxCost, Tenant: cfg.Tenant, Workspace: f.workspace,
-		Pool: f.pool, Yes: f.yes}
+		Pool: f.pool, Yes: f.yes, ReasoningEffort: f.reasoning}
 	if task.SessionID == "" {
 		task.SessionID = "s-" + uuid.NewString()
 	}
@@ -267,8 +269,12 @@ func reportResultHint(res proto.Result, cio cliIO, jsonOut bool, hint string) in
 		fmt.Fprintln(cio.out, string(data))
 	} else {
 		u := res.Usage
-		fmt.Fprintf(cio.err, "\n— %s · %s · %s · tokens in %d (cached %d) out %d · $%.6f\n",
-			res.ExitReason, count(res.APICalls, "API call"), count(res.Iterations, "iteration"), u.InputTokens, u.CacheReadTokens, u.OutputTokens, res.CostUSD)
+		reasoning := ""
+		if u.ReasoningTokens > 0 {
+			reasoning = fmt.Sprintf(" (reasoning %d)", u.ReasoningTokens)
+		}
+		fmt.Fprintf(cio.err, "\n— %s · %s · %s · tokens in %d (cached %d) out %d%s · $%.6f\n",
+			res.ExitReason, count(res.APICalls, "API call"), count(res.Iterations, "iteration"), u.InputTokens, u.CacheReadTokens, u.OutputTokens, reasoning, res.CostUSD)
 		if res.Error != "" && !strings.Contains(res.FinalResponse, strings.TrimSpace(res.Error)) { // said once
 			fmt.Fprintln(cio.err, "error:", res.Error)
 		}

@@ -46,7 +46,7 @@ func (s *Service) onModelAnswer(t *txn, resp *heraldpb.LLMResponse) error {
 		if final == "" {
 			final = "The step budget ran out and the model gave no summary."
 		}
-		t.appendMsg(&heraldpb.ChatMessage{Role: "assistant", Content: final, Reasoning: m.Reasoning})
+		t.appendMsg(&heraldpb.ChatMessage{Role: "assistant", Content: final, Reasoning: m.Reasoning, ReasoningItems: m.ReasoningItems})
 		return s.finish(t, st.GraceReason, final, "")
 	}
 	if resp.FinishReason == "length" {
@@ -65,7 +65,7 @@ func (s *Service) onModelAnswer(t *txn, resp *heraldpb.LLMResponse) error {
 	if strings.TrimSpace(m.Content) == "" {
 		return s.onEmpty(t, m)
 	}
-	t.appendMsg(&heraldpb.ChatMessage{Role: "assistant", Content: m.Content, Reasoning: m.Reasoning})
+	t.appendMsg(&heraldpb.ChatMessage{Role: "assistant", Content: m.Content, Reasoning: m.Reasoning, ReasoningItems: m.ReasoningItems})
 	return s.finish(t, proto.ExitTextResponse, m.Content, "")
 }
 

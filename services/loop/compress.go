@@ -41,6 +41,9 @@ func historyChars(msgs []*heraldpb.ChatMessage) int {
 	chars := 0
 	for _, m := range msgs {
 		chars += len(m.Content) + len(m.Reasoning) + len(m.Name) + len(m.ToolCallId) + messageFraming
+		for _, it := range m.ReasoningItems { // sent back with the message: signatures, encrypted reasoning
+			chars += len(it.Json)
+		}
 		for _, c := range m.ToolCalls {
 			chars += len(c.Id) + len(c.Name) + len(c.Arguments) + toolCallFraming
 		}

@@ -46,7 +46,7 @@ func (s *Service) dispatchChild(t *txn, c PendingCall) {
 	task := proto.Task{
 		Prompt: prompt, SessionID: childSessionID(st.SessionID, c.CallID), TaskID: st.TaskID + "-" + c.CallID,
 		Model: st.Model, Tenant: st.Tenant, Toolsets: a.Toolsets, Workspace: st.Workspace, Pool: st.Pool,
-		MaxIterations: s.cfg.ChildMaxIterations, ParentSessionID: st.SessionID, Yes: st.Yes,
+		MaxIterations: s.cfg.ChildMaxIterations, ParentSessionID: st.SessionID, Yes: st.Yes, ReasoningEffort: st.ReasoningEffort,
 		Metadata: map[string]string{"parent_call_id": c.CallID},
 	}
 	if strings.TrimSpace(a.Goal) == "" {

@@ -70,6 +70,7 @@ func (s *Service) startTurn(ctx context.Context, t *txn, task proto.Task, publis
 	st.ParentSessionID = firstNonEmpty(task.ParentSessionID, st.ParentSessionID)
 	st.ParentCallID = firstNonEmpty(task.Metadata["parent_call_id"], st.ParentCallID)
 	st.MaxCostUSD = task.MaxCostUSD
+	st.ReasoningEffort = task.ReasoningEffort
 	st.Yes = task.Yes
 	st.Toolsets = task.Toolsets
 	st.MaxIterations = s.maxIterations(task)
@@ -164,6 +165,9 @@ func (s *Service) llmRequest(t *txn, reqID string, scaffold []scaffoldMsg, grace
 		Messages: msgs, Stream: true, ReplySubject: bus.LLMResponse(bus.OwnerLoop, st.SessionID),
 		MaxCostUsd: st.MaxCostUSD, SpentUsd: st.CostUSD, ParentSessionId: st.ParentSessionID,
 		PreferFallback: st.PreferFallback, BoundTenant: st.BoundTenant,
+	}
+	if st.ReasoningEffort != "" {
+		req.Reasoning = &heraldpb.Reasoning{Effort: st.ReasoningEffort}
 	}
 	if grace {
 		return req, nil

@@ -90,7 +90,8 @@ func mergeAdjacentUsers(msgs []*heraldpb.ChatMessage) []*heraldpb.ChatMessage {
 		if n > 0 && m.Role == "assistant" && out[n-1].Role == "assistant" && len(out[n-1].ToolCalls) == 0 {
 			merged := &heraldpb.ChatMessage{Role: "assistant", Content: joinText(out[n-1].Content, m.Content),
 				Reasoning: joinText(out[n-1].Reasoning, m.Reasoning), ToolCalls: m.ToolCalls,
-				Scaffolding: out[n-1].Scaffolding && m.Scaffolding}
+				ReasoningItems: append(append([]*heraldpb.ReasoningItem{}, out[n-1].ReasoningItems...), m.ReasoningItems...),
+				Scaffolding:    out[n-1].Scaffolding && m.Scaffolding}
 			out[n-1] = merged
 			continue
 		}

@@ -93,6 +93,9 @@ type State struct {
 	TurnStartedMs  int64       `json:"turn_started_ms"`
 	Toolsets       []string    `json:"toolsets,omitempty"`
 
+	// ReasoningEffort is the task's reasoning_effort ("": herald.yaml's).
+	ReasoningEffort string `json:"reasoning_effort,omitempty"`
+
 	ParentCallID string `json:"parent_call_id,omitempty"`
 	// Recall is this turn's recalled memory, already fenced; it is added to
 	// the turn's user message at call time and never persisted.

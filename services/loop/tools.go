@@ -35,7 +35,7 @@ func (s *Service) dispatchTools(t *txn, m *heraldpb.ChatMessage) error {
 		}
 		calls[i] = c
 	}
-	t.appendMsg(&heraldpb.ChatMessage{Role: "assistant", Content: m.Content, Reasoning: m.Reasoning, ToolCalls: asRecorded(m.ToolCalls, calls)})
+	t.appendMsg(&heraldpb.ChatMessage{Role: "assistant", Content: m.Content, Reasoning: m.Reasoning, ReasoningItems: m.ReasoningItems, ToolCalls: asRecorded(m.ToolCalls, calls)})
 	if invalid == len(calls) {
 		st.InvalidStrikes++
 		if st.InvalidStrikes >= maxInvalidStrikes {
