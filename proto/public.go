@@ -138,7 +138,10 @@ type Event struct {
 	Percent   int      `json:"percent,omitempty"`
 	Choices   []string `json:"choices,omitempty"`
 	RequestID string   `json:"request_id,omitempty"`
-	Result    *Result  `json:"result,omitempty"`
+	// Deadline (RFC 3339) of an approval or clarify prompt: until then the
+	// server waits for an answer; then it decides without one.
+	Deadline string  `json:"deadline,omitempty"`
+	Result   *Result `json:"result,omitempty"`
 	// BoundTenant, set by publishers for a session bound to a tenant
 	// (herald.tasks.<tenant>), also publishes the event on
 	// herald.tenant.<tenant>.session.<sid>.events; it is not part of the JSON.
