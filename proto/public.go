@@ -167,7 +167,11 @@ type Result struct {
 	Iterations    int     `json:"iterations"`
 	Usage         Usage   `json:"usage"`
 	CostUSD       float64 `json:"cost_usd"`
-	Error         string  `json:"error,omitempty"`
+	// CostStatus says how much of CostUSD is known (CostExact, CostPartial,
+	// CostUnknown); UnpricedModels names the models that had no price.
+	CostStatus     string   `json:"cost_status,omitempty"`
+	UnpricedModels []string `json:"unpriced_models,omitempty"`
+	Error          string   `json:"error,omitempty"`
 	// ContinuedAs names the session a compressed session continues under.
 	ContinuedAs string `json:"continued_as,omitempty"`
 }

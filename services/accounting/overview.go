@@ -100,6 +100,9 @@ func (s *store) overview(ctx context.Context, q overviewQuery, now time.Time) (O
 		return ov, err
 	}
 	ov.Models, ov.Tenants, ov.Purposes = c.models.sorted(0), c.tenants.sorted(10), c.purposes.sorted(0)
+	if err := s.addUnpriced(ctx, plan, keyFor("model"), ov.Models); err != nil {
+		return ov, err
+	}
 	ov.Total = totalOf(ov.Models)
 	ov.Providers = providerHealth(c.providers.sorted(0))
 	ov.Spend = c.series()

@@ -7,6 +7,7 @@ import (
 
 	"github.com/heraldrun/herald/pkg/bus"
 	"github.com/heraldrun/herald/pkg/telemetry"
+	heraldproto "github.com/heraldrun/herald/proto"
 	"github.com/heraldrun/herald/proto/heraldpb"
 	"github.com/nats-io/nats.go/jetstream"
 	protobuf "google.golang.org/protobuf/proto"
@@ -28,6 +29,7 @@ func (r *callRun) bill(ctx context.Context, ep endpoint, u *heraldpb.Usage, late
 	model := r.modelFor(ep)
 	cost, source := r.s.pricer.CostNano(model, u)
 	addUsage(r.usage, u)
+	countPricing(r.pricing, model, source, u)
 	r.costNano += cost
 	ev := &heraldpb.UsageEvent{
 		EventId:         r.eventID(),
@@ -61,6 +63,18 @@ func (r *callRun) bill(ctx context.Context, ep endpoint, u *heraldpb.Usage, late
 	if err := r.s.spend.add(pctx, r.tenant, cost); err != nil {
 		r.s.log.Warn().Err(err).Str("tenant", r.tenant).Msg("tenant spend not recorded")
 	}
+}
+
+// countPricing counts one attempt: unpriced when its model has no price and
+// it used tokens (an attempt that used none costs nothing, price or not).
+func countPricing(p *heraldpb.Pricing, model, source string, u *heraldpb.Usage) {
+	used := u.GetInputTokens()+u.GetOutputTokens()+u.GetCacheReadTokens()+u.GetCacheWriteTokens() > 0
+	if source != PriceUnknown || !used {
+		p.PricedCalls++
+		return
+	}
+	p.UnpricedCalls++
+	p.UnpricedModels = heraldproto.AddModels(p.UnpricedModels, model)
 }
 
 // pendingUsage is a usage event whose store is being acknowledged.

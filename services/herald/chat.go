@@ -183,8 +183,8 @@ func (c *chat) report(res proto.Result) {
 		return
 	}
 	u := res.Usage
-	fmt.Fprintf(c.cio.err, "  — %s · %d API calls · tokens in %d out %d · $%.6f\n",
-		res.ExitReason, res.APICalls, u.InputTokens+u.CacheReadTokens+u.CacheWriteTokens, u.OutputTokens, res.CostUSD)
+	fmt.Fprintf(c.cio.err, "  — %s · %d API calls · tokens in %d out %d · %s\n",
+		res.ExitReason, res.APICalls, u.InputTokens+u.CacheReadTokens+u.CacheWriteTokens, u.OutputTokens, resultCost(res))
 	if res.Error != "" {
 		fmt.Fprintln(c.cio.err, "  error:", res.Error)
 	}
@@ -292,7 +292,7 @@ func (c *chat) resume(ctx context.Context, id string) {
 		return
 	}
 	c.sid, c.lastPrompt = id, ""
-	fmt.Fprintf(out, "resumed session %s · %d turns · model %s · $%.6f so far\n", id, st.Turn, st.Model, st.SessionCostUSD)
+	fmt.Fprintf(out, "resumed session %s · %d turns · model %s · %s so far\n", id, st.Turn, st.Model, sessionCost(st.SessionCostUSD, st.SessionUnpriced))
 }
 
 // sessionByPrefix is the session whose id is prefix or, failing that, the
@@ -333,7 +333,7 @@ func (c *chat) cost(ctx context.Context) {
 	case err != nil:
 		fmt.Fprintln(c.cio.err, "error:", err)
 	default:
-		fmt.Fprintf(c.cio.err, "session %s: $%.6f so far over %d turns\n", c.sid, st.SessionCostUSD, st.Turn)
+		fmt.Fprintf(c.cio.err, "session %s: %s so far over %d turns\n", c.sid, sessionCost(st.SessionCostUSD, st.SessionUnpriced), st.Turn)
 	}
 }
 

@@ -218,8 +218,8 @@ func reportResult(res proto.Result, cio cliIO, jsonOut bool) int {
 		fmt.Fprintln(cio.out, string(data))
 	} else {
 		u := res.Usage
-		fmt.Fprintf(cio.err, "\n— %s · %d API calls · %d iterations · tokens in %d (cached %d) out %d · $%.6f\n",
-			res.ExitReason, res.APICalls, res.Iterations, u.InputTokens, u.CacheReadTokens, u.OutputTokens, res.CostUSD)
+		fmt.Fprintf(cio.err, "\n— %s · %d API calls · %d iterations · tokens in %d (cached %d) out %d · %s\n",
+			res.ExitReason, res.APICalls, res.Iterations, u.InputTokens, u.CacheReadTokens, u.OutputTokens, resultCost(res))
 		if res.Error != "" {
 			fmt.Fprintln(cio.err, "error:", res.Error)
 		}

@@ -154,7 +154,7 @@ func showSession(ctx context.Context, js jetstream.JetStream, sid string, cio cl
 	if jsonOut {
 		return json.NewEncoder(cio.out).Encode(map[string]any{"session": st, "messages": msgs})
 	}
-	fmt.Fprintf(cio.out, "session %s · %s · %d turns · model %s · $%.6f\n\n", st.SessionID, st.Status, st.Turn, st.Model, st.SessionCostUSD)
+	fmt.Fprintf(cio.out, "session %s · %s · %d turns · model %s · %s\n\n", st.SessionID, st.Status, st.Turn, st.Model, sessionCost(st.SessionCostUSD, st.SessionUnpriced))
 	for _, m := range msgs {
 		switch {
 		case m.Role == "system":

@@ -340,6 +340,7 @@ func (st *State) account(resp *heraldpb.LLMResponse) {
 	}
 	st.CostUSD += resp.CostUsd
 	st.SessionCostUSD += resp.CostUsd
+	st.addPricing(resp.Pricing, attempts)
 	if resp.PromptTokens > 0 {
 		st.PromptTokens = resp.PromptTokens
 	}
