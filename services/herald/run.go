@@ -128,13 +128,17 @@ type runtime struct {
 	nc  *nats.Conn
 	js  jetstream.JetStream
 	app *app.App // nil when remote
+	// stopCH stops the private ClickHouse this run started (privatech.go).
+	stopCH func()
 }
 
 func openRuntime(ctx context.Context, cfg config.Config, log zerolog.Logger) (*runtime, error) {
 	nc, err := nats.Connect(cfg.NATSURL, nats.Timeout(time.Second), nats.Name("herald-run"), app.InboxOption(cfg))
 	rt := &runtime{nc: nc}
 	if err != nil {
+		rt.stopCH = laptopClickHouse(ctx, &cfg, log)
 		if rt.app, err = startInProcess(ctx, cfg, log); err != nil {
+			rt.stopCH()
 			return nil, err
 		}
 		rt.nc = rt.app.NC
@@ -155,6 +159,7 @@ func openRuntime(ctx context.Context, cfg config.Config, log zerolog.Logger) (*r
 func (rt *runtime) close() {
 	if rt.app != nil {
 		rt.app.Shutdown(context.Background())
+		rt.stopCH()
 		return
 	}
 	rt.nc.Close()
