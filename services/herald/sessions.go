@@ -116,10 +116,11 @@ func listSessions(ctx context.Context, js jetstream.JetStream, cio cliIO, jsonOu
 		return json.NewEncoder(cio.out).Encode(states)
 	}
 	tw := tabwriter.NewWriter(cio.out, 0, 2, 2, ' ', 0)
-	fmt.Fprintln(tw, "SESSION\tSTATUS\tTURNS\tMODEL\tTENANT\tCOST USD\tPARENT\tSTARTED")
+	fmt.Fprintln(tw, "SESSION\tSTATUS\tOUTCOME\tTURNS\tMODEL\tTENANT\tCOST USD\tPARENT\tSTARTED\tTITLE")
 	for _, s := range states {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%.6f\t%s\t%s\n", s.SessionID, s.Status, s.Turn, s.Model, s.Tenant,
-			s.SessionCostUSD, s.ParentSessionID, time.UnixMilli(s.TurnStartedMs).UTC().Format(time.DateTime))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", s.SessionID, s.Outcome(), orDash(s.LastExit), s.Turn, s.Model, s.Tenant,
+			sessionCostCell(s.SessionCostUSD, s.SessionUnpriced), orDash(s.ParentSessionID),
+			time.UnixMilli(s.TurnStartedMs).UTC().Format(time.DateTime), orDash(s.Title))
 	}
 	return tw.Flush()
 }
@@ -199,4 +200,23 @@ func firstLine(s string) string {
 		return s[:i] + " …"
 	}
 	return s
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// sessionCostCell is a session's cost in a table: a lower bound (≥) or
+// n/a once some of its calls had no price.
+func sessionCostCell(usd float64, unpriced int) string {
+	switch {
+	case unpriced == 0:
+		return fmt.Sprintf("%.6f", usd)
+	case usd == 0:
+		return "n/a"
+	}
+	return fmt.Sprintf("≥%.6f", usd)
 }

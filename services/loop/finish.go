@@ -31,6 +31,7 @@ func (s *Service) finish(t *txn, reason, final, errText string) error {
 		s.answerParent(t, res)
 	}
 	st.Status = statusIdle
+	st.LastExit = reason
 	st.Pending = nil
 	t.state(proto.StateDone)
 	t.event(proto.Event{Type: proto.EventResult, Result: &res})

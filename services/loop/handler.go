@@ -80,6 +80,9 @@ func (s *Service) startTurn(ctx context.Context, t *txn, task proto.Task, publis
 	st.TurnStartedMs = published.UnixMilli()
 	st.Trace, st.TraceParent = telemetry.NewTurn(ctx)
 	t.dropUnanswered()
+	if st.Title == "" {
+		st.Title = sessionTitle(task.Prompt)
+	}
 	if len(t.msgs) == 0 {
 		t.afterCommit(func() { s.sessionStarted(st, task) })
 		t.appendMsg(&heraldpb.ChatMessage{Role: "system", Content: s.buildSystemPrompt(ctx, st, task.SystemMessage)})

@@ -92,6 +92,10 @@ type State struct {
 	// session's cost so far is known to be a lower bound.
 	Pricing         TurnPricing `json:"pricing,omitzero"`
 	SessionUnpriced int         `json:"session_unpriced_calls,omitempty"`
+	// Title is the session's first prompt, cut (sessions list); LastExit
+	// the exit reason of its last finished turn.
+	Title    string `json:"title,omitempty"`
+	LastExit string `json:"last_exit,omitempty"`
 	MaxCostUSD      float64     `json:"max_cost_usd,omitempty"`
 	EventSeq        int64       `json:"event_seq"`
 	Yes             bool        `json:"yes,omitempty"`
