@@ -94,13 +94,13 @@ type State struct {
 	SessionUnpriced int         `json:"session_unpriced_calls,omitempty"`
 	// Title is the session's first prompt, cut (sessions list); LastExit
 	// the exit reason of its last finished turn.
-	Title    string `json:"title,omitempty"`
-	LastExit string `json:"last_exit,omitempty"`
-	MaxCostUSD      float64     `json:"max_cost_usd,omitempty"`
-	EventSeq        int64       `json:"event_seq"`
-	Yes             bool        `json:"yes,omitempty"`
-	TurnStartedMs   int64       `json:"turn_started_ms"`
-	Toolsets        []string    `json:"toolsets,omitempty"`
+	Title         string   `json:"title,omitempty"`
+	LastExit      string   `json:"last_exit,omitempty"`
+	MaxCostUSD    float64  `json:"max_cost_usd,omitempty"`
+	EventSeq      int64    `json:"event_seq"`
+	Yes           bool     `json:"yes,omitempty"`
+	TurnStartedMs int64    `json:"turn_started_ms"`
+	Toolsets      []string `json:"toolsets,omitempty"`
 
 	ParentCallID string `json:"parent_call_id,omitempty"`
 	// Recall is this turn's recalled memory, already fenced; it is added to
