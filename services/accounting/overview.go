@@ -59,6 +59,7 @@ type overviewQuery struct {
 	Tenant string
 	Range  string        // as shown: 1h, 24h, 7d, 30d, all
 	Since  time.Duration // 0: all time
+	Search string        // sessions page: part of a session id
 }
 
 // parseRange reads 1h, 24h, 7d, 30d (Go durations plus a d suffix) or all.
