@@ -102,6 +102,9 @@ const (
 	EventApproval        = "approval_required"
 	EventClarify         = "clarify"
 	EventError           = "error"
+	// EventWarning says something the session waits on may never come
+	// (a tool call no runner of its pool takes).
+	EventWarning = "warning"
 )
 
 // Loop states carried by state events.
