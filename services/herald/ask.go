@@ -175,6 +175,12 @@ func (s *stream) closeQuestion(why string) {
 	q.closed = true
 	close(q.cancel)
 	fmt.Fprintf(s.cio.err, "\n  %s\n", why)
+	if s.ask != nil && s.abortAsk == nil {
+		// a line editor that cannot be stopped (piped input): its read
+		// ends with the next line, taken for nothing, before another begins
+		s.answered(<-s.typed)
+		return
+	}
 	if s.abortAsk != nil {
 		s.abortAsk()
 	}

@@ -168,7 +168,10 @@ func (c *chat) turn(ctx context.Context, prompt string) {
 	f := c.flags
 	task := proto.Task{Prompt: prompt, SessionID: c.sid, TaskID: "t-" + uuid.NewString(), Model: c.model,
 		Tenant: c.cfg.Tenant, Workspace: f.workspace, Pool: f.pool, Yes: f.yes}
-	s := &stream{nc: c.rt.nc, js: c.rt.js, cio: c.cio, yes: f.yes, task: task, ask: c.ask, abortAsk: c.abortAsk}
+	s := &stream{nc: c.rt.nc, js: c.rt.js, cio: c.cio, yes: f.yes, task: task, ask: c.ask}
+	if c.paste != nil { // a terminal: a prompt the server closed can be ended
+		s.abortAsk = c.abortAsk
+	}
 	res, err := s.run(turnCtx)
 	if err != nil {
 		fmt.Fprintln(c.cio.err, "error:", err)
