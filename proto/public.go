@@ -117,6 +117,9 @@ const (
 	EventApproval        = "approval_required"
 	EventClarify         = "clarify"
 	EventError           = "error"
+	// EventWarning says something the session waits on may never come
+	// (a tool call no runner of its pool takes).
+	EventWarning = "warning"
 )
 
 // Loop states carried by state events.
@@ -153,7 +156,10 @@ type Event struct {
 	Percent   int      `json:"percent,omitempty"`
 	Choices   []string `json:"choices,omitempty"`
 	RequestID string   `json:"request_id,omitempty"`
-	Result    *Result  `json:"result,omitempty"`
+	// Deadline (RFC 3339) of an approval or clarify prompt: until then the
+	// server waits for an answer; then it decides without one.
+	Deadline string  `json:"deadline,omitempty"`
+	Result   *Result `json:"result,omitempty"`
 	// BoundTenant, set by publishers for a session bound to a tenant
 	// (herald.tasks.<tenant>), also publishes the event on
 	// herald.tenant.<tenant>.session.<sid>.events; it is not part of the JSON.
@@ -179,7 +185,11 @@ type Result struct {
 	Iterations    int     `json:"iterations"`
 	Usage         Usage   `json:"usage"`
 	CostUSD       float64 `json:"cost_usd"`
-	Error         string  `json:"error,omitempty"`
+	// CostStatus says how much of CostUSD is known (CostExact, CostPartial,
+	// CostUnknown); UnpricedModels names the models that had no price.
+	CostStatus     string   `json:"cost_status,omitempty"`
+	UnpricedModels []string `json:"unpriced_models,omitempty"`
+	Error          string   `json:"error,omitempty"`
 	// ContinuedAs names the session a compressed session continues under.
 	ContinuedAs string `json:"continued_as,omitempty"`
 }

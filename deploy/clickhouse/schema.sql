@@ -133,3 +133,30 @@ SELECT parent_session_id AS root_session_id, session_id
 FROM usage_events
 WHERE parent_session_id != ''
 GROUP BY root_session_id, session_id;
+
+
+-- 005_unpriced
+CREATE TABLE IF NOT EXISTS usage_unpriced (
+    event_id   String,
+    ts         DateTime,
+    hour       DateTime,
+    tenant     String,
+    session_id String,
+    provider   String,
+    model      String,
+    purpose    String
+) ENGINE = ReplacingMergeTree()
+PARTITION BY toYYYYMM(hour)
+ORDER BY (tenant, hour, event_id);
+
+CREATE MATERIALIZED VIEW IF NOT EXISTS usage_unpriced_fill TO usage_unpriced
+AS SELECT event_id, ts, toDateTime(intDiv(toUInt32(ts), 3600) * 3600) AS hour,
+    tenant, session_id, provider, model, purpose
+FROM usage_events
+WHERE price_source = 'unknown' AND input_tokens + output_tokens + cache_read_tokens + cache_write_tokens > 0;
+
+INSERT INTO usage_unpriced (event_id, ts, hour, tenant, session_id, provider, model, purpose)
+SELECT event_id, ts, toDateTime(intDiv(toUInt32(ts), 3600) * 3600) AS hour,
+    tenant, session_id, provider, model, purpose
+FROM usage_events
+WHERE price_source = 'unknown' AND input_tokens + output_tokens + cache_read_tokens + cache_write_tokens > 0;

@@ -16,7 +16,7 @@ import (
 // updated, with why.
 type Change struct {
 	Stream string // the JetStream stream (KV_<bucket>, OBJ_<bucket> for stores)
-	Action string // "created" or "updated"
+	Action string // "created", "updated" or "migrated"
 	Reason string // for an update: the first setting that differed
 }
 
@@ -142,6 +142,20 @@ func declare(ctx context.Context, js jetstream.JetStream, replicas int, mode dec
 		return nil, err
 	}
 	var changes []Change
+	if cfg, ok := have[StreamSessions]; ok && mode != checkOnly {
+		moved, err := migrateSessionLogs(ctx, js, cfg)
+		if err != nil {
+			if denied(js, err) {
+				return nil, fmt.Errorf("stream %s keeps transcripts under a public subject and this user may not move them (%v): %w",
+					StreamSessions, deniedCause(js, err), ErrNotDeclared)
+			}
+			return nil, err
+		}
+		if moved > 0 {
+			changes = append(changes, Change{Stream: StreamSessions, Action: "migrated",
+				Reason: fmt.Sprintf("%d transcript entries moved from %s to %s", moved, LegacySessionLogFilter, SessionLogFilter)})
+		}
+	}
 	for _, d := range declarations(replicas) {
 		ch := Change{Stream: d.stream, Action: "created"}
 		copies := d.replicas

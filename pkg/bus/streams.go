@@ -114,7 +114,7 @@ func Streams(replicas int) []jetstream.StreamConfig {
 	schedules.AllowMsgSchedules, schedules.AllowMsgTTL = true, true
 	return []jetstream.StreamConfig{
 		work(StreamTasks, []string{TasksSubject, TenantTasksFilter}),
-		read(s(StreamSessions, []string{"herald.session.*.log", "herald.session.*.result", tenantPrefix + "*.session.*.result"}, jetstream.LimitsPolicy, 0)),
+		read(s(StreamSessions, []string{SessionLogFilter, "herald.session.*.result", tenantPrefix + "*.session.*.result"}, jetstream.LimitsPolicy, 0)),
 		s(StreamEvents, []string{"herald.session.*.events", tenantPrefix + "*.session.*.events"}, jetstream.LimitsPolicy, day),
 		s(StreamControl, []string{"herald.session.*.interrupt", "herald.session.*.input",
 			tenantPrefix + "*.session.*.interrupt", tenantPrefix + "*.session.*.input"}, jetstream.LimitsPolicy, day),

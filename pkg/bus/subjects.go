@@ -103,7 +103,21 @@ func SessionEvents(sid string) string    { return "herald.session." + sid + ".ev
 func SessionResult(sid string) string    { return "herald.session." + sid + ".result" }
 func SessionInterrupt(sid string) string { return "herald.session." + sid + ".interrupt" }
 func SessionInput(sid string) string     { return "herald.session." + sid + ".input" }
-func SessionLog(sid string) string       { return "herald.session." + sid + ".log" }
+
+// Internal session subjects live under herald.internal., never under the
+// public herald.session.<sid>.> (JSON only, DESIGN.md): a subscriber to a
+// session's public subjects sees its events and result, not its transcript.
+const (
+	internalSessionPrefix = "herald.internal.session."
+	// SessionLogFilter selects every session's transcript on SESSIONS.
+	SessionLogFilter = internalSessionPrefix + "*.log"
+	// LegacySessionLogFilter is where releases before the internal
+	// namespace kept transcripts; MigrateSessionLogs moves them.
+	LegacySessionLogFilter = "herald.session.*.log"
+)
+
+// SessionLog is the subject of a session's transcript entries (protobuf).
+func SessionLog(sid string) string { return internalSessionPrefix + sid + ".log" }
 
 func LLMRequest(sid string) string           { return "herald.llm.request." + sid }
 func LLMResponse(owner, sid string) string   { return "herald.llm.response." + owner + "." + sid }

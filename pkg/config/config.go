@@ -50,6 +50,13 @@ type Delegation struct {
 	MaxConcurrentChildren int `yaml:"max_concurrent_children"`
 }
 
+// Tools configures how tool calls are dispatched.
+type Tools struct {
+	// PoolWarningAfter is how long a tool call may wait with no tool runner
+	// of its pool taking calls before its session is warned (0: 10s).
+	PoolWarningAfter time.Duration `yaml:"pool_warning_after"`
+}
+
 type Approvals struct {
 	// Mode is manual (ask), off (never ask: dangerous commands run) or deny.
 	Mode    string        `yaml:"mode"`
@@ -143,6 +150,7 @@ type Config struct {
 	Compression    Compression          `yaml:"compression"`
 	Delegation     Delegation           `yaml:"delegation"`
 	Approvals      Approvals            `yaml:"approvals"`
+	Tools          Tools                `yaml:"tools"`
 	Pricing        map[string]Price     `yaml:"pricing"`
 	Budgets        Budgets              `yaml:"budgets"`
 	ContextWindows map[string]int       `yaml:"context_windows"`

@@ -691,7 +691,10 @@ type LLMResponse struct {
 	// stored for a redelivered request stores them again (their ids keep them
 	// single), so an answer whose usage the first gateway never saw stored
 	// still has it counted.
-	UsageEvents   []*UsageEvent `protobuf:"bytes,18,rep,name=usage_events,json=usageEvents,proto3" json:"usage_events,omitempty"`
+	UsageEvents []*UsageEvent `protobuf:"bytes,18,rep,name=usage_events,json=usageEvents,proto3" json:"usage_events,omitempty"`
+	// pricing: which of this call's attempts had a price (a missing price is
+	// not a zero price).
+	Pricing       *Pricing `protobuf:"bytes,270,opt,name=pricing,proto3" json:"pricing,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -852,6 +855,76 @@ func (x *LLMResponse) GetUsageEvents() []*UsageEvent {
 	return nil
 }
 
+func (x *LLMResponse) GetPricing() *Pricing {
+	if x != nil {
+		return x.Pricing
+	}
+	return nil
+}
+
+// Pricing counts the model calls behind a cost by whether their model had a
+// price: the cost of an unpriced call is unknown, not zero. Calls that
+// reported no tokens cost nothing either way and are counted as priced.
+type Pricing struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	PricedCalls    int32                  `protobuf:"varint,1,opt,name=priced_calls,json=pricedCalls,proto3" json:"priced_calls,omitempty"`
+	UnpricedCalls  int32                  `protobuf:"varint,2,opt,name=unpriced_calls,json=unpricedCalls,proto3" json:"unpriced_calls,omitempty"`
+	UnpricedModels []string               `protobuf:"bytes,3,rep,name=unpriced_models,json=unpricedModels,proto3" json:"unpriced_models,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *Pricing) Reset() {
+	*x = Pricing{}
+	mi := &file_herald_v1_herald_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Pricing) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Pricing) ProtoMessage() {}
+
+func (x *Pricing) ProtoReflect() protoreflect.Message {
+	mi := &file_herald_v1_herald_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Pricing.ProtoReflect.Descriptor instead.
+func (*Pricing) Descriptor() ([]byte, []int) {
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *Pricing) GetPricedCalls() int32 {
+	if x != nil {
+		return x.PricedCalls
+	}
+	return 0
+}
+
+func (x *Pricing) GetUnpricedCalls() int32 {
+	if x != nil {
+		return x.UnpricedCalls
+	}
+	return 0
+}
+
+func (x *Pricing) GetUnpricedModels() []string {
+	if x != nil {
+		return x.UnpricedModels
+	}
+	return nil
+}
+
 // ToolCallRequest asks a tool runner (or the memory service) to execute one call.
 type ToolCallRequest struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
@@ -873,7 +946,7 @@ type ToolCallRequest struct {
 
 func (x *ToolCallRequest) Reset() {
 	*x = ToolCallRequest{}
-	mi := &file_herald_v1_herald_proto_msgTypes[8]
+	mi := &file_herald_v1_herald_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -885,7 +958,7 @@ func (x *ToolCallRequest) String() string {
 func (*ToolCallRequest) ProtoMessage() {}
 
 func (x *ToolCallRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[8]
+	mi := &file_herald_v1_herald_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -898,7 +971,7 @@ func (x *ToolCallRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolCallRequest.ProtoReflect.Descriptor instead.
 func (*ToolCallRequest) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{8}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ToolCallRequest) GetCallId() string {
@@ -1003,14 +1076,16 @@ type ToolResult struct {
 	ApiCalls int32   `protobuf:"varint,12,opt,name=api_calls,json=apiCalls,proto3" json:"api_calls,omitempty"`
 	// hooks: for a call made by an execute_code program, a digest of its tool
 	// and arguments, so a re-run program is answered only for the same call.
-	CallDigest    string `protobuf:"bytes,160,opt,name=call_digest,json=callDigest,proto3" json:"call_digest,omitempty"`
+	CallDigest string `protobuf:"bytes,160,opt,name=call_digest,json=callDigest,proto3" json:"call_digest,omitempty"`
+	// pricing of a delegated child session's model calls.
+	Pricing       *Pricing `protobuf:"bytes,270,opt,name=pricing,proto3" json:"pricing,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ToolResult) Reset() {
 	*x = ToolResult{}
-	mi := &file_herald_v1_herald_proto_msgTypes[9]
+	mi := &file_herald_v1_herald_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1022,7 +1097,7 @@ func (x *ToolResult) String() string {
 func (*ToolResult) ProtoMessage() {}
 
 func (x *ToolResult) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[9]
+	mi := &file_herald_v1_herald_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1035,7 +1110,7 @@ func (x *ToolResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolResult.ProtoReflect.Descriptor instead.
 func (*ToolResult) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{9}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ToolResult) GetCallId() string {
@@ -1129,6 +1204,13 @@ func (x *ToolResult) GetCallDigest() string {
 	return ""
 }
 
+func (x *ToolResult) GetPricing() *Pricing {
+	if x != nil {
+		return x.Pricing
+	}
+	return nil
+}
+
 // CompressRequest asks the compressor to shrink a history.
 type CompressRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1150,7 +1232,7 @@ type CompressRequest struct {
 
 func (x *CompressRequest) Reset() {
 	*x = CompressRequest{}
-	mi := &file_herald_v1_herald_proto_msgTypes[10]
+	mi := &file_herald_v1_herald_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1162,7 +1244,7 @@ func (x *CompressRequest) String() string {
 func (*CompressRequest) ProtoMessage() {}
 
 func (x *CompressRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[10]
+	mi := &file_herald_v1_herald_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1175,7 +1257,7 @@ func (x *CompressRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompressRequest.ProtoReflect.Descriptor instead.
 func (*CompressRequest) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{10}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *CompressRequest) GetRequestId() string {
@@ -1274,16 +1356,17 @@ type CompressResult struct {
 	// compcost: what the compression's summary call spent (summed over its
 	// attempts; zero when no model summary was asked for), so the loop adds it
 	// to the turn's usage, cost and budget like any model call of the turn.
-	SummaryUsage    *Usage  `protobuf:"bytes,120,opt,name=summary_usage,json=summaryUsage,proto3" json:"summary_usage,omitempty"`
-	SummaryCostUsd  float64 `protobuf:"fixed64,121,opt,name=summary_cost_usd,json=summaryCostUsd,proto3" json:"summary_cost_usd,omitempty"`
-	SummaryApiCalls int32   `protobuf:"varint,122,opt,name=summary_api_calls,json=summaryApiCalls,proto3" json:"summary_api_calls,omitempty"`
+	SummaryUsage    *Usage   `protobuf:"bytes,120,opt,name=summary_usage,json=summaryUsage,proto3" json:"summary_usage,omitempty"`
+	SummaryCostUsd  float64  `protobuf:"fixed64,121,opt,name=summary_cost_usd,json=summaryCostUsd,proto3" json:"summary_cost_usd,omitempty"`
+	SummaryApiCalls int32    `protobuf:"varint,122,opt,name=summary_api_calls,json=summaryApiCalls,proto3" json:"summary_api_calls,omitempty"`
+	SummaryPricing  *Pricing `protobuf:"bytes,270,opt,name=summary_pricing,json=summaryPricing,proto3" json:"summary_pricing,omitempty"`
 	unknownFields   protoimpl.UnknownFields
 	sizeCache       protoimpl.SizeCache
 }
 
 func (x *CompressResult) Reset() {
 	*x = CompressResult{}
-	mi := &file_herald_v1_herald_proto_msgTypes[11]
+	mi := &file_herald_v1_herald_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1295,7 +1378,7 @@ func (x *CompressResult) String() string {
 func (*CompressResult) ProtoMessage() {}
 
 func (x *CompressResult) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[11]
+	mi := &file_herald_v1_herald_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1308,7 +1391,7 @@ func (x *CompressResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompressResult.ProtoReflect.Descriptor instead.
 func (*CompressResult) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{11}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *CompressResult) GetRequestId() string {
@@ -1381,6 +1464,13 @@ func (x *CompressResult) GetSummaryApiCalls() int32 {
 	return 0
 }
 
+func (x *CompressResult) GetSummaryPricing() *Pricing {
+	if x != nil {
+		return x.SummaryPricing
+	}
+	return nil
+}
+
 // UsageEvent is one provider attempt, the row accounting writes to usage_events.
 type UsageEvent struct {
 	state           protoimpl.MessageState `protogen:"open.v1"`
@@ -1408,7 +1498,7 @@ type UsageEvent struct {
 
 func (x *UsageEvent) Reset() {
 	*x = UsageEvent{}
-	mi := &file_herald_v1_herald_proto_msgTypes[12]
+	mi := &file_herald_v1_herald_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1420,7 +1510,7 @@ func (x *UsageEvent) String() string {
 func (*UsageEvent) ProtoMessage() {}
 
 func (x *UsageEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[12]
+	mi := &file_herald_v1_herald_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1433,7 +1523,7 @@ func (x *UsageEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UsageEvent.ProtoReflect.Descriptor instead.
 func (*UsageEvent) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{12}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *UsageEvent) GetEventId() string {
@@ -1582,7 +1672,7 @@ type ToolEvent struct {
 
 func (x *ToolEvent) Reset() {
 	*x = ToolEvent{}
-	mi := &file_herald_v1_herald_proto_msgTypes[13]
+	mi := &file_herald_v1_herald_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1594,7 +1684,7 @@ func (x *ToolEvent) String() string {
 func (*ToolEvent) ProtoMessage() {}
 
 func (x *ToolEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[13]
+	mi := &file_herald_v1_herald_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1607,7 +1697,7 @@ func (x *ToolEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolEvent.ProtoReflect.Descriptor instead.
 func (*ToolEvent) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{13}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ToolEvent) GetEventId() string {
@@ -1713,7 +1803,7 @@ type TranscriptEntry struct {
 
 func (x *TranscriptEntry) Reset() {
 	*x = TranscriptEntry{}
-	mi := &file_herald_v1_herald_proto_msgTypes[14]
+	mi := &file_herald_v1_herald_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1725,7 +1815,7 @@ func (x *TranscriptEntry) String() string {
 func (*TranscriptEntry) ProtoMessage() {}
 
 func (x *TranscriptEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[14]
+	mi := &file_herald_v1_herald_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1738,7 +1828,7 @@ func (x *TranscriptEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TranscriptEntry.ProtoReflect.Descriptor instead.
 func (*TranscriptEntry) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{14}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *TranscriptEntry) GetSessionId() string {
@@ -1822,7 +1912,7 @@ type TranscriptRef struct {
 
 func (x *TranscriptRef) Reset() {
 	*x = TranscriptRef{}
-	mi := &file_herald_v1_herald_proto_msgTypes[15]
+	mi := &file_herald_v1_herald_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1834,7 +1924,7 @@ func (x *TranscriptRef) String() string {
 func (*TranscriptRef) ProtoMessage() {}
 
 func (x *TranscriptRef) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[15]
+	mi := &file_herald_v1_herald_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1847,7 +1937,7 @@ func (x *TranscriptRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TranscriptRef.ProtoReflect.Descriptor instead.
 func (*TranscriptRef) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{15}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *TranscriptRef) GetLogId() string {
@@ -1897,7 +1987,7 @@ type ToolSet struct {
 
 func (x *ToolSet) Reset() {
 	*x = ToolSet{}
-	mi := &file_herald_v1_herald_proto_msgTypes[16]
+	mi := &file_herald_v1_herald_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1909,7 +1999,7 @@ func (x *ToolSet) String() string {
 func (*ToolSet) ProtoMessage() {}
 
 func (x *ToolSet) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[16]
+	mi := &file_herald_v1_herald_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1922,7 +2012,7 @@ func (x *ToolSet) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolSet.ProtoReflect.Descriptor instead.
 func (*ToolSet) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{16}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ToolSet) GetTools() []*ToolSpec {
@@ -1995,7 +2085,7 @@ const file_herald_v1_herald_proto_rawDesc = "" +
 	"\ahistory\x18\xf0\x01 \x01(\v2\x18.herald.v1.TranscriptRefR\ahistory\x12\"\n" +
 	"\fbound_tenant\x18\xb4\x01 \x01(\tR\vboundTenant\x12\"\n" +
 	"\ftools_digest\x18\x84\x02 \x01(\tR\vtoolsDigest\x123\n" +
-	"\treasoning\x18\x98\x02 \x01(\v2\x14.herald.v1.ReasoningR\treasoning\"\xe1\x04\n" +
+	"\treasoning\x18\x98\x02 \x01(\v2\x14.herald.v1.ReasoningR\treasoning\"\x90\x05\n" +
 	"\vLLMResponse\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x1d\n" +
@@ -2020,7 +2110,12 @@ const file_herald_v1_herald_proto_rawDesc = "" +
 	"\n" +
 	"latency_ms\x18\x10 \x01(\x03R\tlatencyMs\x12'\n" +
 	"\x0fpartial_content\x18\x11 \x01(\tR\x0epartialContent\x128\n" +
-	"\fusage_events\x18\x12 \x03(\v2\x15.herald.v1.UsageEventR\vusageEvents\"\xde\x02\n" +
+	"\fusage_events\x18\x12 \x03(\v2\x15.herald.v1.UsageEventR\vusageEvents\x12-\n" +
+	"\apricing\x18\x8e\x02 \x01(\v2\x12.herald.v1.PricingR\apricing\"|\n" +
+	"\aPricing\x12!\n" +
+	"\fpriced_calls\x18\x01 \x01(\x05R\vpricedCalls\x12%\n" +
+	"\x0eunpriced_calls\x18\x02 \x01(\x05R\runpricedCalls\x12'\n" +
+	"\x0funpriced_models\x18\x03 \x03(\tR\x0eunpricedModels\"\xde\x02\n" +
 	"\x0fToolCallRequest\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x1d\n" +
 	"\n" +
@@ -2035,7 +2130,7 @@ const file_herald_v1_herald_proto_rawDesc = "" +
 	"\x0ftimeout_seconds\x18\n" +
 	" \x01(\x05R\x0etimeoutSeconds\x12\x1a\n" +
 	"\bapproved\x18\v \x01(\bR\bapproved\x12%\n" +
-	"\x0eapprovals_mode\x18\f \x01(\tR\rapprovalsMode\"\xf4\x02\n" +
+	"\x0eapprovals_mode\x18\f \x01(\tR\rapprovalsMode\"\xa3\x03\n" +
 	"\n" +
 	"ToolResult\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x1d\n" +
@@ -2054,7 +2149,8 @@ const file_herald_v1_herald_proto_rawDesc = "" +
 	"\x05usage\x18\v \x01(\v2\x10.herald.v1.UsageR\x05usage\x12\x1b\n" +
 	"\tapi_calls\x18\f \x01(\x05R\bapiCalls\x12 \n" +
 	"\vcall_digest\x18\xa0\x01 \x01(\tR\n" +
-	"callDigest\"\x9f\x03\n" +
+	"callDigest\x12-\n" +
+	"\apricing\x18\x8e\x02 \x01(\v2\x12.herald.v1.PricingR\apricing\"\x9f\x03\n" +
 	"\x0fCompressRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x1d\n" +
@@ -2070,7 +2166,7 @@ const file_herald_v1_herald_proto_rawDesc = "" +
 	"\rreply_subject\x18\n" +
 	" \x01(\tR\freplySubject\x12\x16\n" +
 	"\x06reason\x18\v \x01(\tR\x06reason\x12\x14\n" +
-	"\x05model\x18\f \x01(\tR\x05model\"\x9d\x03\n" +
+	"\x05model\x18\f \x01(\tR\x05model\"\xdb\x03\n" +
 	"\x0eCompressResult\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x1d\n" +
@@ -2083,7 +2179,8 @@ const file_herald_v1_herald_proto_rawDesc = "" +
 	"\x13pruned_tool_outputs\x18\a \x01(\x05R\x11prunedToolOutputs\x125\n" +
 	"\rsummary_usage\x18x \x01(\v2\x10.herald.v1.UsageR\fsummaryUsage\x12(\n" +
 	"\x10summary_cost_usd\x18y \x01(\x01R\x0esummaryCostUsd\x12*\n" +
-	"\x11summary_api_calls\x18z \x01(\x05R\x0fsummaryApiCalls\"\xaa\x04\n" +
+	"\x11summary_api_calls\x18z \x01(\x05R\x0fsummaryApiCalls\x12<\n" +
+	"\x0fsummary_pricing\x18\x8e\x02 \x01(\v2\x12.herald.v1.PricingR\x0esummaryPricing\"\xaa\x04\n" +
 	"\n" +
 	"UsageEvent\x12\x19\n" +
 	"\bevent_id\x18\x01 \x01(\tR\aeventId\x12\x1c\n" +
@@ -2161,7 +2258,7 @@ func file_herald_v1_herald_proto_rawDescGZIP() []byte {
 	return file_herald_v1_herald_proto_rawDescData
 }
 
-var file_herald_v1_herald_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_herald_v1_herald_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_herald_v1_herald_proto_goTypes = []any{
 	(*ToolCall)(nil),        // 0: herald.v1.ToolCall
 	(*ChatMessage)(nil),     // 1: herald.v1.ChatMessage
@@ -2171,39 +2268,43 @@ var file_herald_v1_herald_proto_goTypes = []any{
 	(*Usage)(nil),           // 5: herald.v1.Usage
 	(*LLMRequest)(nil),      // 6: herald.v1.LLMRequest
 	(*LLMResponse)(nil),     // 7: herald.v1.LLMResponse
-	(*ToolCallRequest)(nil), // 8: herald.v1.ToolCallRequest
-	(*ToolResult)(nil),      // 9: herald.v1.ToolResult
-	(*CompressRequest)(nil), // 10: herald.v1.CompressRequest
-	(*CompressResult)(nil),  // 11: herald.v1.CompressResult
-	(*UsageEvent)(nil),      // 12: herald.v1.UsageEvent
-	(*ToolEvent)(nil),       // 13: herald.v1.ToolEvent
-	(*TranscriptEntry)(nil), // 14: herald.v1.TranscriptEntry
-	(*TranscriptRef)(nil),   // 15: herald.v1.TranscriptRef
-	(*ToolSet)(nil),         // 16: herald.v1.ToolSet
+	(*Pricing)(nil),         // 8: herald.v1.Pricing
+	(*ToolCallRequest)(nil), // 9: herald.v1.ToolCallRequest
+	(*ToolResult)(nil),      // 10: herald.v1.ToolResult
+	(*CompressRequest)(nil), // 11: herald.v1.CompressRequest
+	(*CompressResult)(nil),  // 12: herald.v1.CompressResult
+	(*UsageEvent)(nil),      // 13: herald.v1.UsageEvent
+	(*ToolEvent)(nil),       // 14: herald.v1.ToolEvent
+	(*TranscriptEntry)(nil), // 15: herald.v1.TranscriptEntry
+	(*TranscriptRef)(nil),   // 16: herald.v1.TranscriptRef
+	(*ToolSet)(nil),         // 17: herald.v1.ToolSet
 }
 var file_herald_v1_herald_proto_depIdxs = []int32{
 	0,  // 0: herald.v1.ChatMessage.tool_calls:type_name -> herald.v1.ToolCall
 	2,  // 1: herald.v1.ChatMessage.reasoning_items:type_name -> herald.v1.ReasoningItem
 	1,  // 2: herald.v1.LLMRequest.messages:type_name -> herald.v1.ChatMessage
 	4,  // 3: herald.v1.LLMRequest.tools:type_name -> herald.v1.ToolSpec
-	15, // 4: herald.v1.LLMRequest.history:type_name -> herald.v1.TranscriptRef
+	16, // 4: herald.v1.LLMRequest.history:type_name -> herald.v1.TranscriptRef
 	3,  // 5: herald.v1.LLMRequest.reasoning:type_name -> herald.v1.Reasoning
 	1,  // 6: herald.v1.LLMResponse.message:type_name -> herald.v1.ChatMessage
 	5,  // 7: herald.v1.LLMResponse.usage:type_name -> herald.v1.Usage
-	12, // 8: herald.v1.LLMResponse.usage_events:type_name -> herald.v1.UsageEvent
-	5,  // 9: herald.v1.ToolResult.usage:type_name -> herald.v1.Usage
-	1,  // 10: herald.v1.CompressRequest.messages:type_name -> herald.v1.ChatMessage
-	1,  // 11: herald.v1.CompressResult.messages:type_name -> herald.v1.ChatMessage
-	5,  // 12: herald.v1.CompressResult.summary_usage:type_name -> herald.v1.Usage
-	5,  // 13: herald.v1.UsageEvent.usage:type_name -> herald.v1.Usage
-	1,  // 14: herald.v1.TranscriptEntry.message:type_name -> herald.v1.ChatMessage
-	1,  // 15: herald.v1.TranscriptRef.entries:type_name -> herald.v1.ChatMessage
-	4,  // 16: herald.v1.ToolSet.tools:type_name -> herald.v1.ToolSpec
-	17, // [17:17] is the sub-list for method output_type
-	17, // [17:17] is the sub-list for method input_type
-	17, // [17:17] is the sub-list for extension type_name
-	17, // [17:17] is the sub-list for extension extendee
-	0,  // [0:17] is the sub-list for field type_name
+	13, // 8: herald.v1.LLMResponse.usage_events:type_name -> herald.v1.UsageEvent
+	8,  // 9: herald.v1.LLMResponse.pricing:type_name -> herald.v1.Pricing
+	5,  // 10: herald.v1.ToolResult.usage:type_name -> herald.v1.Usage
+	8,  // 11: herald.v1.ToolResult.pricing:type_name -> herald.v1.Pricing
+	1,  // 12: herald.v1.CompressRequest.messages:type_name -> herald.v1.ChatMessage
+	1,  // 13: herald.v1.CompressResult.messages:type_name -> herald.v1.ChatMessage
+	5,  // 14: herald.v1.CompressResult.summary_usage:type_name -> herald.v1.Usage
+	8,  // 15: herald.v1.CompressResult.summary_pricing:type_name -> herald.v1.Pricing
+	5,  // 16: herald.v1.UsageEvent.usage:type_name -> herald.v1.Usage
+	1,  // 17: herald.v1.TranscriptEntry.message:type_name -> herald.v1.ChatMessage
+	1,  // 18: herald.v1.TranscriptRef.entries:type_name -> herald.v1.ChatMessage
+	4,  // 19: herald.v1.ToolSet.tools:type_name -> herald.v1.ToolSpec
+	20, // [20:20] is the sub-list for method output_type
+	20, // [20:20] is the sub-list for method input_type
+	20, // [20:20] is the sub-list for extension type_name
+	20, // [20:20] is the sub-list for extension extendee
+	0,  // [0:20] is the sub-list for field type_name
 }
 
 func init() { file_herald_v1_herald_proto_init() }
@@ -2217,7 +2318,7 @@ func file_herald_v1_herald_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_herald_v1_herald_proto_rawDesc), len(file_herald_v1_herald_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   17,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -39,6 +39,9 @@ type CostRow struct {
 	CostUSD          float64 `json:"cost_usd"`
 	// LatencyMs is the summed latency of the calls (mean = LatencyMs/Calls).
 	LatencyMs uint64 `json:"latency_ms_sum"`
+	// UnpricedCalls are calls whose model had no price: their cost is
+	// unknown, so CostUSD is a lower bound when there are any.
+	UnpricedCalls uint64 `json:"unpriced_calls"`
 }
 
 // CostReport is the answer to a CostQuery: one row per group, most
@@ -95,6 +98,9 @@ func (s *store) queryCost(ctx context.Context, q CostQuery, now time.Time) (Cost
 	found, err := s.resolve(ctx, &plan)
 	if found {
 		rows, err = s.groupUsage(ctx, plan, keyFor(q.By), 0)
+	}
+	if err == nil && found {
+		err = s.addUnpriced(ctx, plan, keyFor(q.By), rows)
 	}
 	if err != nil {
 		return CostReport{}, err
@@ -170,6 +176,7 @@ func (r *CostRow) add(o CostRow) {
 	r.ReasoningTokens += o.ReasoningTokens
 	r.CostNanoUSD += o.CostNanoUSD
 	r.LatencyMs += o.LatencyMs
+	r.UnpricedCalls += o.UnpricedCalls
 }
 
 func nanoToUSD(n uint64) float64 { return float64(n) / 1e9 }
@@ -177,24 +184,39 @@ func nanoToUSD(n uint64) float64 { return float64(n) / 1e9 }
 // WriteTable prints the report as an aligned table with a total line.
 func (r CostReport) WriteTable(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "%s\tcalls\tinput\toutput\tcache read\tcache write\treasoning\tcost USD\t\n", strings.ToUpper(r.By))
+	fmt.Fprintf(tw, "%s\tcalls\tinput\toutput\tcache read\tcache write\treasoning\tcost USD\tunpriced\t\n", strings.ToUpper(r.By))
 	line := func(c CostRow) {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t\n", c.Key, c.Calls, c.InputTokens, c.OutputTokens,
-			c.CacheReadTokens, c.CacheWriteTokens, c.ReasoningTokens, formatUSD(c.CostNanoUSD))
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%d\t\n", c.Key, c.Calls, c.InputTokens, c.OutputTokens,
+			c.CacheReadTokens, c.CacheWriteTokens, c.ReasoningTokens, costCell(c.CostNanoUSD, c.UnpricedCalls), c.UnpricedCalls)
 	}
 	for _, row := range r.Rows {
 		line(row)
 	}
-	fmt.Fprintf(tw, "%s\t\t\t\t\t\t\t\t\n", strings.Repeat("-", 5))
+	fmt.Fprintf(tw, "%s\t\t\t\t\t\t\t\t\t\n", strings.Repeat("-", 5))
 	line(r.Total)
 	if err := tw.Flush(); err != nil {
 		return err
+	}
+	if r.Total.UnpricedCalls > 0 {
+		fmt.Fprintf(w, "%d calls had no price (their model is not in the price table): their cost is unknown, so a cost marked ≥ is a lower bound and n/a is unknown; add the model under pricing: in herald.yaml\n", r.Total.UnpricedCalls)
 	}
 	if len(r.Subagents) > 0 {
 		_, err := fmt.Fprintf(w, "session %s includes its %d subagent session(s): %s\n", r.Session, len(r.Subagents), strings.Join(r.Subagents, ", "))
 		return err
 	}
 	return nil
+}
+
+// costCell is a cost as far as it is known: n/a when every call of it was
+// unpriced, a lower bound (≥) when some were.
+func costCell(nano, unpriced uint64) string {
+	switch {
+	case unpriced == 0:
+		return formatUSD(nano)
+	case nano == 0:
+		return "n/a"
+	}
+	return "≥" + formatUSD(nano)
 }
 
 // formatUSD shows cents for large amounts and six decimals for small ones,
@@ -205,4 +227,40 @@ func formatUSD(nano uint64) string {
 		return fmt.Sprintf("%.2f", usd)
 	}
 	return fmt.Sprintf("%.6f", usd)
+}
+
+// addUnpriced counts each row's unpriced calls (usage_unpriced, 005).
+func (s *store) addUnpriced(ctx context.Context, plan usagePlan, key groupKey, rows []CostRow) error {
+	var args []any
+	var conds []string
+	if !plan.from.IsZero() {
+		conds, args = append(conds, "ts >= toDateTime(?)"), append(args, uint32(plan.from.Unix()))
+	}
+	conds = append(conds, plan.idConds("hour", &args)...)
+	from := "usage_unpriced"
+	if key.roots {
+		from += rootJoin
+	}
+	sql := "SELECT " + key.expr + " AS k, uniqExact(event_id) FROM " + from
+	if len(conds) > 0 {
+		sql += " WHERE " + strings.Join(conds, " AND ")
+	}
+	res, err := s.conn.Query(ctx, sql+" GROUP BY k", args...)
+	if err != nil {
+		return s.queryError(err)
+	}
+	defer res.Close()
+	counts := map[string]uint64{}
+	for res.Next() {
+		var k string
+		var n uint64
+		if err := res.Scan(&k, &n); err != nil {
+			return err
+		}
+		counts[k] = n
+	}
+	for i := range rows {
+		rows[i].UnpricedCalls = counts[rows[i].Key]
+	}
+	return s.queryError(res.Err())
 }

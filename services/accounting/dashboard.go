@@ -33,6 +33,8 @@ const DashboardTokenCookie = "herald_dashboard_token"
 //	GET /api/overview     the same data as JSON
 //	GET /api/sessions/{id}
 //	GET /api/cost         a CostReport (?by=, ?since=, ?tenant=, ?session=)
+//	GET /sessions         every session of a range, searchable (?q=, ?range=, ?tenant=)
+//	GET /healthz          200 and whether ClickHouse answers (no token needed)
 //
 // Without a token it answers loopback clients only; with one it requires it
 // (Authorization: Bearer, ?token= which sets a cookie, or the cookie).
@@ -59,6 +61,7 @@ func NewDashboard(dsn, token string, log zerolog.Logger) *Dashboard {
 		mux: http.NewServeMux(), pages: parsePages(), now: time.Now}
 	d.mux.HandleFunc("GET /{$}", d.page(d.overviewPage))
 	d.mux.HandleFunc("GET /sessions/{id}", d.page(d.sessionPage))
+	d.mux.HandleFunc("GET /sessions", d.page(d.sessionsPage))
 	d.mux.HandleFunc("GET /api/overview", d.api(d.overviewAPI))
 	d.mux.HandleFunc("GET /api/sessions/{id}", d.api(d.sessionAPI))
 	d.mux.HandleFunc("GET /api/cost", d.api(d.costAPI))
@@ -88,6 +91,10 @@ func (d *Dashboard) ServeHTTP(w http.ResponseWriter, r *http.Request) { d.guard.
 
 // serve answers a request whose Host passed the rule.
 func (d *Dashboard) serve(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == "/healthz" { // for load balancers and probes: no token
+		d.healthz(w, r)
+		return
+	}
 	if !d.authorize(w, r) {
 		return
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"text/tabwriter"
 	"time"
 )
@@ -28,6 +29,8 @@ type ModelInsight struct {
 	OutputTokens  uint64  `json:"output_tokens"`
 	CostUSD       float64 `json:"cost_usd"`
 	MeanLatencyMs float64 `json:"mean_latency_ms"`
+	// UnpricedCalls had no price: CostUSD leaves them out.
+	UnpricedCalls uint64 `json:"unpriced_calls"`
 }
 
 // ToolInsight is one tool's executions, most run first.
@@ -101,7 +104,8 @@ func (in *Insights) from() time.Time {
 
 func insightModels(ctx context.Context, st *store, in *Insights) error {
 	rows, err := st.conn.Query(ctx, `SELECT model, count(), countIf(status != 'ok'),
-		sum(input_tokens + cache_read_tokens + cache_write_tokens), sum(output_tokens), sum(cost_nano_usd), avg(latency_ms)
+		sum(input_tokens + cache_read_tokens + cache_write_tokens), sum(output_tokens), sum(cost_nano_usd), avg(latency_ms),
+		countIf(price_source = 'unknown' AND input_tokens + output_tokens + cache_read_tokens + cache_write_tokens > 0)
 		FROM usage_events FINAL WHERE ts >= ? GROUP BY model ORDER BY sum(cost_nano_usd) DESC, count() DESC LIMIT ?`,
 		in.from(), insightRows)
 	if err != nil {
@@ -111,7 +115,7 @@ func insightModels(ctx context.Context, st *store, in *Insights) error {
 	for rows.Next() {
 		var m ModelInsight
 		var nano uint64
-		if err := rows.Scan(&m.Model, &m.Calls, &m.Errors, &m.InputTokens, &m.OutputTokens, &nano, &m.MeanLatencyMs); err != nil {
+		if err := rows.Scan(&m.Model, &m.Calls, &m.Errors, &m.InputTokens, &m.OutputTokens, &nano, &m.MeanLatencyMs, &m.UnpricedCalls); err != nil {
 			return fmt.Errorf("insights: models: %w", err)
 		}
 		m.CostUSD = insightUSD(nano)
@@ -188,9 +192,10 @@ func (in Insights) WriteText(w io.Writer) error {
 	}
 	fmt.Fprintf(w, "Where time and money went, %s\n", window)
 	tw := tabwriter.NewWriter(w, 0, 2, 2, ' ', 0)
-	section(tw, "\nTop models", "MODEL\tCALLS\tERRORS\tTOKENS IN\tTOKENS OUT\tCOST USD\tMEAN LATENCY", len(in.Models))
+	section(tw, "\nTop models", "MODEL\tCALLS\tERRORS\tTOKENS IN\tTOKENS OUT\tCOST USD\tMEAN LATENCY\tUNPRICED", len(in.Models))
 	for _, m := range in.Models {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%.6f\t%.0f ms\n", m.Model, m.Calls, m.Errors, m.InputTokens, m.OutputTokens, m.CostUSD, m.MeanLatencyMs)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\t%.0f ms\t%d\n", m.Model, m.Calls, m.Errors, m.InputTokens, m.OutputTokens,
+			costCell(uint64(math.Round(m.CostUSD*1e9)), m.UnpricedCalls), m.MeanLatencyMs, m.UnpricedCalls)
 	}
 	section(tw, "\nTools", "TOOL\tRUNS\tFAILURES\tMEAN LATENCY\tP95 LATENCY", len(in.Tools))
 	for _, t := range in.Tools {

@@ -59,6 +59,7 @@ type overviewQuery struct {
 	Tenant string
 	Range  string        // as shown: 1h, 24h, 7d, 30d, all
 	Since  time.Duration // 0: all time
+	Search string        // sessions page: part of a session id
 }
 
 // parseRange reads 1h, 24h, 7d, 30d (Go durations plus a d suffix) or all.
@@ -100,6 +101,9 @@ func (s *store) overview(ctx context.Context, q overviewQuery, now time.Time) (O
 		return ov, err
 	}
 	ov.Models, ov.Tenants, ov.Purposes = c.models.sorted(0), c.tenants.sorted(10), c.purposes.sorted(0)
+	if err := s.addUnpriced(ctx, plan, keyFor("model"), ov.Models); err != nil {
+		return ov, err
+	}
 	ov.Total = totalOf(ov.Models)
 	ov.Providers = providerHealth(c.providers.sorted(0))
 	ov.Spend = c.series()

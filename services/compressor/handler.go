@@ -38,6 +38,7 @@ func (s *Service) handle(ctx context.Context, msg jetstream.Msg) error {
 		RequestId: req.RequestId, SessionId: req.SessionId, Messages: c.messages,
 		TokensBefore: c.before, TokensAfter: c.after, PrunedToolOutputs: int32(c.pruned),
 		SummaryUsage: c.spent.usage, SummaryCostUsd: c.spent.costUSD, SummaryApiCalls: c.spent.apiCalls,
+		SummaryPricing: c.spent.pricing,
 	}
 	if err := bus.PublishProto(ctx, s.deps.JS, reply, req.RequestId, res); err != nil {
 		return fmt.Errorf("compressor: reply for session %s: %w", req.SessionId, err)

@@ -11,6 +11,7 @@ type spend struct {
 	usage    *heraldpb.Usage
 	costUSD  float64
 	apiCalls int32
+	pricing  *heraldpb.Pricing
 }
 
 // spendOf is the spending a summary response reports, failed ones included:
@@ -23,5 +24,5 @@ func spendOf(resp *heraldpb.LLMResponse) spend {
 	if calls < 1 {
 		calls = 1
 	}
-	return spend{usage: resp.Usage, costUSD: resp.CostUsd, apiCalls: calls}
+	return spend{usage: resp.Usage, costUSD: resp.CostUsd, apiCalls: calls, pricing: resp.Pricing}
 }

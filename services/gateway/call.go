@@ -24,6 +24,8 @@ type callRun struct {
 	attempts int
 	usage    *heraldpb.Usage
 	costNano uint64
+	// pricing counts the attempts by whether their model had a price.
+	pricing  *heraldpb.Pricing
 	progress *progress
 	// billed are the usage events being stored, awaited by record.
 	billed []pendingUsage
@@ -33,7 +35,7 @@ type callRun struct {
 
 func (s *Service) newRun(req *heraldpb.LLMRequest, delivery uint64) *callRun {
 	return &callRun{s: s, req: req, tenant: tenantOf(req, s.cfg.Tenant), started: time.Now(), delivery: delivery,
-		usage: &heraldpb.Usage{}, progress: &progress{s: s, req: req}}
+		usage: &heraldpb.Usage{}, pricing: &heraldpb.Pricing{}, progress: &progress{s: s, req: req}}
 }
 
 // serve answers the request: attempts with retries along the fallback
@@ -239,6 +241,7 @@ func (r *callRun) response(ep endpoint) *heraldpb.LLMResponse {
 		Step:       r.req.GetStep(),
 		Usage:      proto.Clone(r.usage).(*heraldpb.Usage),
 		CostUsd:    float64(r.costNano) / nanoPerUSD,
+		Pricing:    proto.Clone(r.pricing).(*heraldpb.Pricing),
 		Provider:   ep.provider,
 		Model:      r.modelFor(ep),
 		ApiMode:    ep.mode,

@@ -8,6 +8,7 @@ import (
 	"github.com/heraldrun/herald/pkg/bus"
 	"github.com/heraldrun/herald/pkg/pricing"
 	"github.com/heraldrun/herald/pkg/telemetry"
+	heraldproto "github.com/heraldrun/herald/proto"
 	"github.com/heraldrun/herald/proto/heraldpb"
 	"github.com/nats-io/nats.go/jetstream"
 	protobuf "google.golang.org/protobuf/proto"
@@ -29,6 +30,7 @@ func (r *callRun) bill(ctx context.Context, ep endpoint, u *heraldpb.Usage, c pr
 	model := r.modelFor(ep)
 	cost, source := r.s.pricer.Charge(model, u, c)
 	addUsage(r.usage, u)
+	countPricing(r.pricing, model, source, u)
 	r.costNano += cost
 	ev := &heraldpb.UsageEvent{
 		EventId:         r.eventID(),
@@ -63,6 +65,18 @@ func (r *callRun) bill(ctx context.Context, ep endpoint, u *heraldpb.Usage, c pr
 		r.s.log.Warn().Err(err).Str("tenant", r.tenant).Msg("tenant spend not recorded")
 	}
 	return cost
+}
+
+// countPricing counts one attempt: unpriced when its model has no price and
+// it used tokens (an attempt that used none costs nothing, price or not).
+func countPricing(p *heraldpb.Pricing, model, source string, u *heraldpb.Usage) {
+	used := u.GetInputTokens()+u.GetOutputTokens()+u.GetCacheReadTokens()+u.GetCacheWriteTokens() > 0
+	if source != PriceUnknown || !used {
+		p.PricedCalls++
+		return
+	}
+	p.UnpricedCalls++
+	p.UnpricedModels = heraldproto.AddModels(p.UnpricedModels, model)
 }
 
 // pendingUsage is a usage event whose store is being acknowledged.

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/google/uuid"
@@ -24,7 +25,7 @@ const historyFile = "chat_history"
 const chatHelp = `Type a message and press Enter; the answer streams as it is written.
   /help          this list
   /new           start a fresh session
-  /resume ID     continue session ID (see /sessions)
+  /resume ID     continue session ID (see /sessions; a unique start of it will do)
   /sessions      list the sessions
   /cost          what this session has cost so far
   /model NAME    use model NAME from the next turn on (no NAME: show it)
@@ -41,6 +42,7 @@ type chat struct {
 	cfg   config.Config
 	cio   cliIO
 	line  *liner.State
+	paste *pasteInput // nil when the input is not a terminal
 	intr  chan os.Signal
 	flags runFlags
 
@@ -105,6 +107,8 @@ func cmdChat(ctx context.Context, args []string, cio cliIO) int {
 func newSessionID() string { return "s-" + uuid.NewString() }
 
 func (c *chat) run(ctx context.Context) int {
+	c.paste = startPasteInput(os.Stdout)
+	defer c.paste.stop(os.Stdout)
 	c.line = liner.NewLiner()
 	defer c.line.Close()
 	c.line.SetCtrlCAborts(true)
@@ -130,11 +134,11 @@ func (c *chat) run(ctx context.Context) int {
 			fmt.Fprintln(c.cio.err)
 			return exitOK
 		}
-		text = strings.TrimSpace(text)
-		if text == "" {
+		if strings.TrimSpace(text) == "" {
 			continue
 		}
-		c.line.AppendHistory(text)
+		c.line.AppendHistory(text) // a paste's newlines stay ␤: one history line
+		text = strings.TrimSpace(lineText(text))
 		if strings.HasPrefix(text, "/") {
 			if c.command(ctx, text) {
 				return exitOK
@@ -169,6 +173,9 @@ func (c *chat) turn(ctx context.Context, prompt string) {
 		Tenant: c.cfg.Tenant, Workspace: f.workspace, Pool: f.pool, Yes: f.yes}
 	task.ReasoningEffort = f.reasoning
 	s := &stream{nc: c.rt.nc, js: c.rt.js, cio: c.cio, yes: f.yes, task: task, ask: c.ask}
+	if c.paste != nil { // a terminal: a prompt the server closed can be ended
+		s.abortAsk = c.abortAsk
+	}
 	res, err := s.run(turnCtx)
 	if err != nil {
 		fmt.Fprintln(c.cio.err, "error:", err)
@@ -183,8 +190,8 @@ func (c *chat) report(res proto.Result) {
 		return
 	}
 	u := res.Usage
-	fmt.Fprintf(c.cio.err, "  — %s · %d API calls · tokens in %d out %d · $%.6f\n",
-		res.ExitReason, res.APICalls, u.InputTokens+u.CacheReadTokens+u.CacheWriteTokens, u.OutputTokens, res.CostUSD)
+	fmt.Fprintf(c.cio.err, "  — %s · %d API calls · tokens in %d out %d · %s\n",
+		res.ExitReason, res.APICalls, u.InputTokens+u.CacheReadTokens+u.CacheWriteTokens, u.OutputTokens, resultCost(res))
 	if res.Error != "" {
 		fmt.Fprintln(c.cio.err, "  error:", res.Error)
 	}
@@ -196,8 +203,13 @@ func (c *chat) ask(prompt string) (string, bool) {
 	if err != nil {
 		return "", false
 	}
-	return strings.TrimSpace(text), true
+	return strings.TrimSpace(lineText(text)), true
 }
+
+// abortAsk ends the prompt ask shows, as Ctrl-C there would.
+func (c *chat) abortAsk() { c.paste.poke(ctrlC) }
+
+const ctrlC = 3
 
 // readLine shows prompt and reads a line; it gives up when the program is
 // told to stop (SIGTERM), which a read from the terminal does not notice.
@@ -274,7 +286,12 @@ func (c *chat) command(ctx context.Context, text string) bool {
 func (c *chat) resume(ctx context.Context, id string) {
 	out := c.cio.err
 	if id == "" || !proto.IsToken(id) {
-		fmt.Fprintln(out, "usage: /resume ID (see /sessions)")
+		fmt.Fprintln(out, "usage: /resume ID (see /sessions; a unique start of the id will do)")
+		return
+	}
+	id, err := c.sessionByPrefix(ctx, id)
+	if err != nil {
+		fmt.Fprintln(out, err)
 		return
 	}
 	st, err := loop.LoadSession(ctx, c.rt.js, id)
@@ -287,7 +304,37 @@ func (c *chat) resume(ctx context.Context, id string) {
 		return
 	}
 	c.sid, c.lastPrompt = id, ""
-	fmt.Fprintf(out, "resumed session %s · %d turns · model %s · $%.6f so far\n", id, st.Turn, st.Model, st.SessionCostUSD)
+	fmt.Fprintf(out, "resumed session %s · %d turns · model %s · %s so far\n", id, st.Turn, st.Model, sessionCost(st.SessionCostUSD, st.SessionUnpriced))
+}
+
+// sessionByPrefix is the session whose id is prefix or, failing that, the
+// one session whose id starts with it.
+func (c *chat) sessionByPrefix(ctx context.Context, prefix string) (string, error) {
+	states, err := loop.ListSessions(ctx, c.rt.js)
+	if err != nil {
+		return "", fmt.Errorf("error: %w", err)
+	}
+	var found []string
+	for _, st := range states {
+		if st.SessionID == prefix {
+			return prefix, nil
+		}
+		if strings.HasPrefix(st.SessionID, prefix) {
+			found = append(found, st.SessionID)
+		}
+	}
+	switch len(found) {
+	case 0:
+		return "", fmt.Errorf("no session %s (see /sessions)", prefix)
+	case 1:
+		return found[0], nil
+	}
+	n := len(found)
+	slices.Sort(found)
+	if n > 5 {
+		found = append(found[:5], "…")
+	}
+	return "", fmt.Errorf("%s is the start of %d sessions: %s; type more of the id", prefix, n, strings.Join(found, ", "))
 }
 
 func (c *chat) cost(ctx context.Context) {
@@ -298,7 +345,7 @@ func (c *chat) cost(ctx context.Context) {
 	case err != nil:
 		fmt.Fprintln(c.cio.err, "error:", err)
 	default:
-		fmt.Fprintf(c.cio.err, "session %s: $%.6f so far over %d turns\n", c.sid, st.SessionCostUSD, st.Turn)
+		fmt.Fprintf(c.cio.err, "session %s: %s so far over %d turns\n", c.sid, sessionCost(st.SessionCostUSD, st.SessionUnpriced), st.Turn)
 	}
 }
 

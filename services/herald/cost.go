@@ -31,7 +31,13 @@ func cmdCost(ctx context.Context, args []string, cio cliIO) int {
 		fmt.Fprintln(cio.err, "herald cost:", err)
 		return exitUsage
 	}
-	rep, err := accounting.QueryCost(ctx, clickHouseDSN(cfg), accounting.CostQuery{By: *by, Since: *since, Session: *session, Tenant: *tenant})
+	dsn, stop, err := costStore(ctx, cfg, c.logger(cio.err, "warn"))
+	if err != nil {
+		fmt.Fprintln(cio.err, "herald cost:", err)
+		return exitFail
+	}
+	defer stop()
+	rep, err := accounting.QueryCost(ctx, dsn, accounting.CostQuery{By: *by, Since: *since, Session: *session, Tenant: *tenant})
 	if err != nil {
 		fmt.Fprintln(cio.err, "herald cost:", err)
 		return exitFail

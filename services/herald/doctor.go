@@ -211,7 +211,13 @@ func streamDiff(want, got jetstream.StreamConfig) string {
 
 func clickHouseCheck(ctx context.Context, cfg config.Config) check {
 	dsn := clickHouseDSN(cfg)
+	if dsn == "" || cfg.ClickHouseDSN == "" && !chAnswers(dsn) {
+		dsn = runningPrivateCH(cfg.DataDir)
+	}
 	if dsn == "" {
+		if c, ok := privateCHCheck(); ok {
+			return c
+		}
 		return check{Name: "clickhouse", Status: checkWarn, Detail: "not configured: usage waits in the USAGE stream and herald cost has nothing to read",
 			Fix: "set HERALD_CLICKHOUSE_DSN=clickhouse://127.0.0.1:9000/herald, or install clickhouse-server (herald up then starts a private one)"}
 	}

@@ -26,7 +26,13 @@ func cmdInsights(ctx context.Context, args []string, cio cliIO) int {
 		fmt.Fprintln(cio.err, "herald insights:", err)
 		return exitUsage
 	}
-	rep, err := accounting.QueryInsights(ctx, clickHouseDSN(cfg), window)
+	dsn, stop, err := costStore(ctx, cfg, c.logger(cio.err, "warn"))
+	if err != nil {
+		fmt.Fprintln(cio.err, "herald insights:", err)
+		return exitFail
+	}
+	defer stop()
+	rep, err := accounting.QueryInsights(ctx, dsn, window)
 	if err != nil {
 		fmt.Fprintln(cio.err, "herald insights:", err)
 		return exitFail

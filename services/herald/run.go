@@ -146,6 +146,8 @@ type runtime struct {
 	lock *dataLock
 	// holder is the running Herald of this data folder, when attached to it.
 	holder *lockHolder
+	// stopCH stops the private ClickHouse this run started (privatech.go).
+	stopCH func()
 }
 
 // openRuntime attaches to the Herald at HERALD_NATS_URL, else to the one
@@ -168,7 +170,9 @@ func openRuntime(ctx context.Context, cfg config.Config, log zerolog.Logger) (*r
 			return nil, lerr
 		default:
 			rt.lock = lock
+			rt.stopCH = laptopClickHouse(ctx, &cfg, log)
 			if rt.app, err = startInProcess(ctx, cfg, log); err != nil {
+				rt.stopCH()
 				lock.release()
 				return nil, err
 			}
@@ -200,6 +204,7 @@ func (rt *runtime) close() {
 		ctx, cancel := context.WithTimeout(context.Background(), runDrain)
 		rt.app.Shutdown(ctx)
 		cancel()
+		rt.stopCH()
 		rt.lock.release()
 		return
 	}
@@ -273,8 +278,8 @@ func reportResultHint(res proto.Result, cio cliIO, jsonOut bool, hint string) in
 		if u.ReasoningTokens > 0 {
 			reasoning = fmt.Sprintf(" (reasoning %d)", u.ReasoningTokens)
 		}
-		fmt.Fprintf(cio.err, "\n— %s · %s · %s · tokens in %d (cached %d) out %d%s · $%.6f\n",
-			res.ExitReason, count(res.APICalls, "API call"), count(res.Iterations, "iteration"), u.InputTokens, u.CacheReadTokens, u.OutputTokens, reasoning, res.CostUSD)
+		fmt.Fprintf(cio.err, "\n— %s · %s · %s · tokens in %d (cached %d) out %d%s · %s\n",
+			res.ExitReason, count(res.APICalls, "API call"), count(res.Iterations, "iteration"), u.InputTokens, u.CacheReadTokens, u.OutputTokens, reasoning, resultCost(res))
 		if res.Error != "" && !strings.Contains(res.FinalResponse, strings.TrimSpace(res.Error)) { // said once
 			fmt.Fprintln(cio.err, "error:", res.Error)
 		}

@@ -132,10 +132,11 @@ func listSessions(ctx context.Context, js jetstream.JetStream, cio cliIO, jsonOu
 		return json.NewEncoder(cio.out).Encode(states)
 	}
 	tw := tabwriter.NewWriter(cio.out, 0, 2, 2, ' ', 0)
-	fmt.Fprintln(tw, "SESSION\tSTATUS\tTURNS\tMODEL\tTENANT\tCOST USD\tPARENT\tSTARTED")
+	fmt.Fprintln(tw, "SESSION\tSTATUS\tOUTCOME\tTURNS\tMODEL\tTENANT\tCOST USD\tPARENT\tSTARTED\tTITLE")
 	for _, s := range states {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%.6f\t%s\t%s\n", s.SessionID, s.Status, s.Turn, s.Model, s.Tenant,
-			s.SessionCostUSD, s.ParentSessionID, time.UnixMilli(s.TurnStartedMs).UTC().Format(time.DateTime))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", s.SessionID, s.Outcome(), orDash(s.LastExit), s.Turn, s.Model, s.Tenant,
+			sessionCostCell(s.SessionCostUSD, s.SessionUnpriced), orDash(s.ParentSessionID),
+			time.UnixMilli(s.TurnStartedMs).UTC().Format(time.DateTime), orDash(s.Title))
 	}
 	return tw.Flush()
 }
@@ -170,7 +171,7 @@ func showSession(ctx context.Context, js jetstream.JetStream, sid string, cio cl
 	if jsonOut {
 		return json.NewEncoder(cio.out).Encode(map[string]any{"session": st, "messages": msgs})
 	}
-	fmt.Fprintf(cio.out, "session %s · %s · %d turns · model %s · $%.6f\n\n", st.SessionID, st.Status, st.Turn, st.Model, st.SessionCostUSD)
+	fmt.Fprintf(cio.out, "session %s · %s · %d turns · model %s · %s\n\n", st.SessionID, st.Status, st.Turn, st.Model, sessionCost(st.SessionCostUSD, st.SessionUnpriced))
 	for _, m := range msgs {
 		switch {
 		case m.Role == "system":
@@ -215,4 +216,23 @@ func firstLine(s string) string {
 		return s[:i] + " …"
 	}
 	return s
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// sessionCostCell is a session's cost in a table: a lower bound (≥) or
+// n/a once some of its calls had no price.
+func sessionCostCell(usd float64, unpriced int) string {
+	switch {
+	case unpriced == 0:
+		return fmt.Sprintf("%.6f", usd)
+	case usd == 0:
+		return "n/a"
+	}
+	return fmt.Sprintf("≥%.6f", usd)
 }

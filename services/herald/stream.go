@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -27,10 +26,16 @@ type stream struct {
 	// ask, when set, reads the answer to an approval or clarify prompt
 	// (herald chat's line editor); else lines are read from cio.in.
 	ask func(prompt string) (string, bool)
+	// abortAsk ends a prompt of ask the server no longer waits for.
+	abortAsk func()
 
 	answer    strings.Builder // text streamed in the current step
-	stdin     *bufio.Reader
 	interrupt bool
+
+	open   *question     // the approval or clarify prompt on screen
+	queued []proto.Event // questions asked while another is open
+	typed  chan typedAnswer
+	lines  chan typedLine // standard input, once a question read it
 }
 
 // interruptGrace is how long to wait for the interrupted turn's result.
@@ -55,6 +60,8 @@ func (s *stream) run(ctx context.Context) (proto.Result, error) {
 	}
 	poll := time.NewTicker(2 * time.Second)
 	defer poll.Stop()
+	s.typed = make(chan typedAnswer, 1)
+	defer s.turnEnded()
 	done := ctx.Done()
 	var deadline <-chan time.Time
 	for {
@@ -67,6 +74,8 @@ func (s *stream) run(ctx context.Context) (proto.Result, error) {
 			return proto.Result{}, fmt.Errorf("interrupted, and no result arrived within %s", interruptGrace)
 		case m := <-events:
 			s.onEvent(s.payload(m))
+		case a := <-s.typed:
+			s.answered(a)
 		case m := <-results:
 			if res, ok := s.match(s.payload(m)); ok {
 				s.drain(events)
@@ -162,12 +171,11 @@ func (s *stream) onEvent(data []byte) {
 		return
 	}
 	switch ev.Type {
-	case proto.EventApproval:
-		s.answerApproval(ev)
+	case proto.EventApproval, proto.EventClarify:
+		s.questionAsked(ev)
 		return
-	case proto.EventClarify:
-		s.answerClarify(ev)
-		return
+	case proto.EventToolFinished:
+		s.toolDecided(ev)
 	}
 	if s.quiet {
 		return
@@ -189,55 +197,15 @@ func (s *stream) onEvent(data []byte) {
 		fmt.Fprintf(s.cio.err, "  ⚙ %s %s\n", ev.Tool, shorten(readableArgs(ev.Args), 120))
 	case proto.EventToolFinished:
 		fmt.Fprintf(s.cio.err, "  %s %s %s\n", toolMark(ev.Status), ev.Tool, ev.Status)
-	case proto.EventRetry, proto.EventFallback, proto.EventCompression, proto.EventContextPressure:
+	case proto.EventRetry, proto.EventFallback, proto.EventCompression, proto.EventContextPressure, proto.EventWarning:
 		fmt.Fprintf(s.cio.err, "  · %s: %s\n", ev.Type, ev.Message)
 	}
 }
 
-// readLine shows prompt and reads the person's answer.
-func (s *stream) readLine(prompt string) (string, bool) {
-	if s.ask != nil {
-		return s.ask(prompt)
-	}
-	fmt.Fprint(s.cio.err, prompt)
-	if s.stdin == nil {
-		s.stdin = bufio.NewReader(s.cio.in)
-	}
-	line, err := s.stdin.ReadString('\n')
-	if err != nil && line == "" {
-		return "", false
-	}
-	return strings.TrimSpace(line), true
-}
-
-func (s *stream) answerApproval(ev proto.Event) {
-	approved := s.yes
-	if !approved {
-		fmt.Fprintf(s.cio.err, "\n⚠ The agent wants to run a command that needs approval:\n    %s\n  %s\n", ev.Args, ev.Message)
-		line, ok := s.readLine("  Allow it? [y/N] ")
-		approved = ok && (strings.EqualFold(line, "y") || strings.EqualFold(line, "yes"))
-		if !ok {
-			fmt.Fprintln(s.cio.err, "(no answer: denied)")
-		}
-	}
-	s.sendInput(proto.Input{RequestID: ev.RequestID, CallID: ev.CallID, Approved: &approved})
-}
-
-func (s *stream) answerClarify(ev proto.Event) {
-	fmt.Fprintf(s.cio.err, "\n? %s\n", ev.Message)
-	for i, c := range ev.Choices {
-		fmt.Fprintf(s.cio.err, "  %d) %s\n", i+1, c)
-	}
-	line, ok := s.readLine("> ")
-	if !ok {
-		line = ""
-	}
-	for i, c := range ev.Choices {
-		if line == fmt.Sprint(i+1) {
-			line = c
-		}
-	}
-	s.sendInput(proto.Input{RequestID: ev.RequestID, CallID: ev.CallID, Answer: line})
+// turnEnded closes a question still open when the turn is over.
+func (s *stream) turnEnded() {
+	s.queued = nil
+	s.closeQuestion("⌛ question closed: the turn ended")
 }
 
 func (s *stream) sendInput(in proto.Input) {

@@ -103,7 +103,7 @@ func privateClickHouse(ctx context.Context, dsn *string, dataDir string, log zer
 	if *dsn != "" {
 		return localCH{}, nil
 	}
-	l, err := accounting.StartLocalClickHouse(ctx, filepath.Join(dataDir, "clickhouse"), log)
+	l, err := sharedClickHouse(ctx, dsn, dataDir, log)
 	if errors.Is(err, accounting.ErrNoClickHouse) {
 		log.Warn().Msg("no HERALD_CLICKHOUSE_DSN and no clickhouse-server on PATH: usage events wait in the USAGE stream")
 		return localCH{}, nil
@@ -111,7 +111,6 @@ func privateClickHouse(ctx context.Context, dsn *string, dataDir string, log zer
 	if err != nil {
 		return localCH{}, fmt.Errorf("private ClickHouse: %w", err)
 	}
-	*dsn = l.DSN()
 	_ = os.WriteFile(filepath.Join(dataDir, dsnFile), []byte(*dsn), 0o600)
 	return localCH{l: l}, nil
 }

@@ -185,6 +185,7 @@ func (st *State) accountSummary(res *heraldpb.CompressResult) {
 	st.APICalls += int(res.SummaryApiCalls)
 	st.CostUSD += res.SummaryCostUsd
 	st.SessionCostUSD += res.SummaryCostUsd
+	st.addPricing(res.SummaryPricing, int(res.SummaryApiCalls))
 	if u := res.SummaryUsage; u != nil {
 		st.Usage.InputTokens += u.InputTokens
 		st.Usage.OutputTokens += u.OutputTokens

@@ -31,6 +31,9 @@ type Config struct {
 	// PressureCooldown spaces context-pressure events of one session.
 	PressureCooldown time.Duration
 	Pool             string
+	// PoolWarningAfter is how long a tool call waits for a runner of its
+	// pool before the session is warned that none takes calls.
+	PoolWarningAfter time.Duration
 	// Fallbacks is how many fallback providers the gateway may turn to;
 	// with none, asking for the fallback would only ask the primary again.
 	Fallbacks int
@@ -57,6 +60,7 @@ func ConfigFrom(c config.Config) Config {
 		SnapshotTimeout:       2 * time.Second,
 		PressureCooldown:      300 * time.Second,
 		Pool:                  bus.DefaultPool,
+		PoolWarningAfter:      orDuration(c.Tools.PoolWarningAfter, 10*time.Second),
 		Fallbacks:             len(c.FallbackProviders),
 		Hooks:                 hooks.ConfigFrom(c),
 		Now:                   time.Now,

@@ -78,6 +78,7 @@ func (s *Service) addChildCost(st *State, c PendingCall, res *heraldpb.ToolResul
 	}
 	st.CostUSD += res.CostUsd
 	st.SessionCostUSD += res.CostUsd
+	st.addPricing(res.Pricing, int(res.ApiCalls))
 	st.APICalls += int(res.ApiCalls)
 	if u := res.Usage; u != nil {
 		st.Usage.InputTokens += u.InputTokens

@@ -18,7 +18,7 @@ func (s *Service) finish(t *txn, reason, final, errText string) error {
 	res := proto.Result{
 		SessionID: st.SessionID, TaskID: st.TaskID, FinalResponse: final, ExitReason: reason,
 		APICalls: st.APICalls, Iterations: st.Step, CostUSD: st.CostUSD, Error: errText,
-		Usage: st.Usage, ContinuedAs: st.LogSID,
+		Usage: st.Usage, ContinuedAs: st.LogSID, CostStatus: st.costStatus(), UnpricedModels: st.Pricing.UnpricedModels,
 	}
 	sid, turn, bound := st.SessionID, st.Turn, st.BoundTenant
 	t.effect(func(ctx context.Context, b *bus.Batch) {
@@ -31,6 +31,7 @@ func (s *Service) finish(t *txn, reason, final, errText string) error {
 		s.answerParent(t, res)
 	}
 	st.Status = statusIdle
+	st.LastExit = reason
 	st.Pending = nil
 	t.state(proto.StateDone)
 	t.event(proto.Event{Type: proto.EventResult, Result: &res})
@@ -52,7 +53,7 @@ func (s *Service) answerParent(t *txn, res proto.Result) {
 	tr := &heraldpb.ToolResult{
 		CallId: st.ParentCallID, SessionId: st.ParentSessionID, Tool: delegateTool, Content: content,
 		IsError: res.ExitReason != proto.ExitTextResponse, Status: "ok", CostUsd: res.CostUSD,
-		ApiCalls: int32(res.APICalls), Runner: "loop",
+		ApiCalls: int32(res.APICalls), Runner: "loop", Pricing: st.pricingProto(),
 		Usage: &heraldpb.Usage{InputTokens: res.Usage.InputTokens, OutputTokens: res.Usage.OutputTokens,
 			CacheReadTokens: res.Usage.CacheReadTokens, CacheWriteTokens: res.Usage.CacheWriteTokens,
 			ReasoningTokens: res.Usage.ReasoningTokens},

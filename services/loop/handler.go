@@ -80,6 +80,10 @@ func (s *Service) startTurn(ctx context.Context, t *txn, task proto.Task, publis
 	st.resetTurnCounters()
 	st.TurnStartedMs = published.UnixMilli()
 	st.Trace, st.TraceParent = telemetry.NewTurn(ctx)
+	t.dropUnanswered()
+	if st.Title == "" {
+		st.Title = sessionTitle(task.Prompt)
+	}
 	if len(t.msgs) == 0 {
 		t.afterCommit(func() { s.sessionStarted(st, task) })
 		t.appendMsg(&heraldpb.ChatMessage{Role: "system", Content: s.buildSystemPrompt(ctx, st, task.SystemMessage)})
@@ -343,6 +347,7 @@ func (st *State) account(resp *heraldpb.LLMResponse) {
 	}
 	st.CostUSD += resp.CostUsd
 	st.SessionCostUSD += resp.CostUsd
+	st.addPricing(resp.Pricing, attempts)
 	if resp.PromptTokens > 0 {
 		st.PromptTokens = resp.PromptTokens
 	}

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 
 	"github.com/heraldrun/herald/pkg/bus"
+	"github.com/heraldrun/herald/proto"
 	"github.com/heraldrun/herald/proto/heraldpb"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -64,4 +66,32 @@ func SessionTranscript(ctx context.Context, js jetstream.JetStream, sid string) 
 	}
 	entries, err := ReadEntries(ctx, js, st.logID(), st.TranscriptLen, st.LogChain)
 	return st, entries, err
+}
+
+// titleRunes bounds a session's title.
+const titleRunes = 60
+
+// sessionTitle is a prompt as one short line.
+func sessionTitle(prompt string) string {
+	t := strings.Join(strings.Fields(prompt), " ")
+	if r := []rune(t); len(r) > titleRunes {
+		t = string(r[:titleRunes-1]) + "…"
+	}
+	return t
+}
+
+// Outcome is how a session stands for a person: its status while a turn
+// runs, else how its last turn ended ("idle" only before any turn ended).
+func (st *State) Outcome() string {
+	switch {
+	case st.Status != statusIdle && st.Status != "":
+		return st.Status
+	case st.LastExit == "":
+		return statusIdle
+	case st.LastExit == proto.ExitTextResponse:
+		return "done"
+	case st.LastExit == proto.ExitInterrupted:
+		return "interrupted"
+	}
+	return "failed"
 }

@@ -87,11 +87,20 @@ type State struct {
 	Usage          proto.Usage `json:"usage"`
 	CostUSD        float64     `json:"cost_usd"`
 	SessionCostUSD float64     `json:"session_cost_usd"`
-	MaxCostUSD     float64     `json:"max_cost_usd,omitempty"`
-	EventSeq       int64       `json:"event_seq"`
-	Yes            bool        `json:"yes,omitempty"`
-	TurnStartedMs  int64       `json:"turn_started_ms"`
-	Toolsets       []string    `json:"toolsets,omitempty"`
+	// Pricing counts the turn's model calls by whether their model had a
+	// price; SessionUnpriced counts the session's unpriced calls, so a
+	// session's cost so far is known to be a lower bound.
+	Pricing         TurnPricing `json:"pricing,omitzero"`
+	SessionUnpriced int         `json:"session_unpriced_calls,omitempty"`
+	// Title is the session's first prompt, cut (sessions list); LastExit
+	// the exit reason of its last finished turn.
+	Title         string   `json:"title,omitempty"`
+	LastExit      string   `json:"last_exit,omitempty"`
+	MaxCostUSD    float64  `json:"max_cost_usd,omitempty"`
+	EventSeq      int64    `json:"event_seq"`
+	Yes           bool     `json:"yes,omitempty"`
+	TurnStartedMs int64    `json:"turn_started_ms"`
+	Toolsets      []string `json:"toolsets,omitempty"`
 
 	// ReasoningEffort is the task's reasoning_effort ("": herald.yaml's).
 	ReasoningEffort string `json:"reasoning_effort,omitempty"`
@@ -141,6 +150,7 @@ type State struct {
 
 // resetTurnCounters clears what one turn's retries and repairs counted.
 func (s *State) resetTurnCounters() {
+	s.Pricing = TurnPricing{}
 	s.EmptyRetries, s.ThinkingRetries, s.NudgedAfterTools = 0, 0, false
 	s.InvalidStrikes, s.LastFingerprint, s.RepeatCount = 0, "", 0
 	s.Continuations, s.PartialContent, s.PreferFallback, s.GraceReason = 0, "", false, ""

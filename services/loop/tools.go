@@ -172,6 +172,11 @@ func (s *Service) dispatchCall(t *txn, c PendingCall) {
 	t.effect(func(ctx context.Context, b *bus.Batch) {
 		b.Proto(ctx, subject, st.SessionID+":"+c.CallID, req)
 	})
+	if subject != bus.MemoryCall(st.SessionID) {
+		pool, ev := st.Pool, proto.Event{SessionID: st.SessionID, TaskID: st.TaskID, CallID: c.CallID, Tool: c.Tool,
+			Step: st.Step, BoundTenant: st.BoundTenant}
+		t.afterCommit(func() { s.watchPool(pool, subject, ev) })
+	}
 }
 
 // onToolsProgress moves to the next segment or completes the step.

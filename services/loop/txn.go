@@ -67,6 +67,26 @@ func (t *txn) history() []*heraldpb.ChatMessage {
 
 func (t *txn) appendMsg(m *heraldpb.ChatMessage) { t.appended = append(t.appended, m) }
 
+// dropUnanswered takes the prompts of turns that ended without an answer
+// (failed, interrupted before the model replied) off the end of the
+// transcript, so the next prompt starts clean instead of being merged into
+// them. The next message is written at their index; the chain tells the
+// readers which write of an index counts.
+func (t *txn) dropUnanswered() {
+	n := len(t.msgs)
+	for n > 0 && t.msgs[n-1] != nil && t.msgs[n-1].Role == "user" {
+		n--
+	}
+	if n == len(t.msgs) || n == 0 {
+		return
+	}
+	t.msgs = t.msgs[:n:n]
+	t.baseChain = 0
+	for _, m := range t.msgs {
+		t.baseChain = t.chainNext(t.baseChain, m)
+	}
+}
+
 // effect adds a publish that must be stored before the state commits.
 func (t *txn) effect(f func(context.Context, *bus.Batch)) { t.effects = append(t.effects, f) }
 

@@ -15,7 +15,7 @@ import (
 )
 
 // transcriptFilter selects every session's transcript on SESSIONS.
-const transcriptFilter = "herald.session.*.log"
+const transcriptFilter = bus.SessionLogFilter
 
 // indexer keeps an Index up to date from the SESSIONS stream. Every memory
 // instance reads the whole stream (an ordered consumer, not a shared

@@ -34,6 +34,7 @@ func (s *Service) ask(ctx context.Context, req *heraldpb.ToolCallRequest, ev pro
 	}
 	ev.SessionID, ev.TaskID, ev.CallID, ev.Tool, ev.Step = req.GetSessionId(), req.GetTaskId(), req.GetCallId(), req.GetTool(), int(req.GetStep())
 	ev.BoundTenant = bus.WorkspaceTenant(req.GetTenant(), req.GetWorkspace())
+	ev.Deadline = time.Now().Add(s.cfg.ApprovalTimeout).UTC().Format(time.RFC3339)
 	if err := bus.PublishEvent(s.deps.NC, ev); err != nil {
 		return proto.Input{}, false, fmt.Errorf("ask: %w", err)
 	}

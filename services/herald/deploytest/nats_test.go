@@ -223,15 +223,15 @@ func TestToolRunnerCannotPublishUsageNorReadSessions(t *testing.T) {
 	require.Error(t, err)
 
 	// Transcripts: no core subscription, no stream read, no consumer.
-	_, err = tr.nc.SubscribeSync("herald.session.*.log")
+	_, err = tr.nc.SubscribeSync("herald.internal.session.*.log")
 	require.NoError(t, err)
-	tr.requireDenied("subscription", "herald.session.*.log")
-	_, err = tr.nc.Request("$JS.API.STREAM.MSG.GET.SESSIONS", []byte(`{"last_by_subj":"herald.session.s1.log"}`), 500*time.Millisecond)
+	tr.requireDenied("subscription", "herald.internal.session.*.log")
+	_, err = tr.nc.Request("$JS.API.STREAM.MSG.GET.SESSIONS", []byte(`{"last_by_subj":"herald.internal.session.s1.log"}`), 500*time.Millisecond)
 	require.Error(t, err)
 	tr.requireDenied("publish", "$JS.API.STREAM.MSG.GET.SESSIONS")
-	_, err = tr.nc.Request("$JS.API.CONSUMER.CREATE.SESSIONS.peek.herald.session.*.log", []byte(`{}`), 500*time.Millisecond)
+	_, err = tr.nc.Request("$JS.API.CONSUMER.CREATE.SESSIONS.peek.herald.internal.session.*.log", []byte(`{}`), 500*time.Millisecond)
 	require.Error(t, err)
-	tr.requireDenied("publish", "$JS.API.CONSUMER.CREATE.SESSIONS.peek.herald.session.*.log")
+	tr.requireDenied("publish", "$JS.API.CONSUMER.CREATE.SESSIONS.peek.herald.internal.session.*.log")
 
 	// Nor can it start work it should not: tasks, model calls, stream deletion.
 	for _, subj := range []string{bus.TasksSubject, bus.LLMRequest("s1"), "$JS.API.STREAM.DELETE.SESSIONS",
@@ -339,12 +339,12 @@ func TestEachUserIsRefusedWhatBelongsToOthers(t *testing.T) {
 		// the compressor reads its own model answers, never the loop's consumer
 		"compressor": {"$JS.API.CONSUMER.MSG.NEXT.LLM_RESPONSES.loop-llm",
 			"$JS.API.CONSUMER.CREATE.LLM_RESPONSES.loop-llm.herald.llm.response.compressor.s1",
-			"$JS.API.CONSUMER.DELETE.LLM_RESPONSES.loop-llm", "herald.usage.acme", "herald.session.s1.log"},
+			"$JS.API.CONSUMER.DELETE.LLM_RESPONSES.loop-llm", "herald.usage.acme", "herald.internal.session.s1.log"},
 		// memory indexes transcripts through its consumer; it does not read results or state
 		"memory": {"herald.usage.acme", "$JS.API.STREAM.MSG.GET.SESSIONS", "$KV.herald_sessions.s1", "herald.llm.request.s1"},
 		// a client submits tasks; it cannot forge results, usage or model calls
-		"client": {"herald.usage.acme", "herald.tool.result.s1.c1", "herald.session.s1.log", "herald.session.s1.result",
-			"$JS.API.STREAM.MSG.GET.SESSIONS", "$JS.API.CONSUMER.CREATE.SESSIONS.c1.herald.session.s1.log",
+		"client": {"herald.usage.acme", "herald.tool.result.s1.c1", "herald.internal.session.s1.log", "herald.session.s1.result",
+			"$JS.API.STREAM.MSG.GET.SESSIONS", "$JS.API.CONSUMER.CREATE.SESSIONS.c1.herald.internal.session.s1.log",
 			"herald.llm.request.s1", "herald.tool.call.default.s1", "$KV.herald_sessions.s1", "$JS.API.STREAM.DELETE.TASKS"},
 	}
 	for user, subjects := range refused {
@@ -355,10 +355,10 @@ func TestEachUserIsRefusedWhatBelongsToOthers(t *testing.T) {
 		}
 	}
 	subscribeRefused := map[string][]string{
-		"gateway":    {"herald.session.*.input", "herald.session.*.log", "$KV.herald_sessions.>"},
+		"gateway":    {"herald.session.*.input", "herald.internal.session.*.log", "$KV.herald_sessions.>"},
 		"compressor": {"herald.session.*.events", "herald.llm.response.>"},
 		"accounting": {"herald.usage.>", "herald.session.*.events"},
-		"client":     {"herald.session.*.log", "herald.llm.response.>", "$KV.>", "herald.memory.snapshot"},
+		"client":     {"herald.internal.session.*.log", "herald.llm.response.>", "$KV.>", "herald.memory.snapshot"},
 	}
 	for user, subjects := range subscribeRefused {
 		c := s.connect(t, user)

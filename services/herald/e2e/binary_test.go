@@ -40,6 +40,9 @@ func heraldCmd(t testing.TB, ctx context.Context, dir string, env map[string]str
 	base := map[string]string{
 		"PATH": os.Getenv("PATH"), "HOME": os.Getenv("HOME"),
 		"HERALD_NATS_URL": fmt.Sprintf("nats://127.0.0.1:%d", freePort(t)),
+		// no private ClickHouse per run (seconds each) unless a test asks,
+		// and none recorded in the real user's state folder
+		"HERALD_PRIVATE_CLICKHOUSE": "off", "XDG_STATE_HOME": t.TempDir(),
 	}
 	for k, v := range env {
 		base[k] = v
