@@ -23,11 +23,15 @@ import (
 // Each test here tries to break one promise of the sandbox from inside a
 // terminal call, the way a hostile or confused model would.
 
-// inWorkspace runs command as a terminal call in the task workspace "mine".
+// inWorkspace runs command as a terminal call in the task workspace "mine",
+// approvals off: these tests probe the sandbox itself with whatever a
+// hostile command would run (inline python, node -e), which approvals
+// would otherwise stop before it reached the sandbox.
 func (h *harness) inWorkspace(command string) terminalReply {
 	h.t.Helper()
 	req := h.request("terminal", map[string]any{"command": command})
 	req.Workspace = "mine"
+	req.ApprovalsMode = ApprovalsOff
 	return terminalOf(h.t, h.run(req))
 }
 
