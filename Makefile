@@ -2,7 +2,7 @@
 GO        ?= go
 BIN       := bin/herald
 MODULES   := ./pkg/... ./proto/... ./services/loop/... ./services/gateway/... ./services/toolrunner/... \
-             ./services/compressor/... ./services/memory/... ./services/accounting/... ./services/herald/...
+             ./services/compressor/... ./services/memory/... ./services/accounting/... ./services/herald/... ./services/api/...
 PROTOC_GEN_GO_VERSION := v1.36.12
 TEST_TIMEOUT ?= 30m
 
