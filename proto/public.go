@@ -102,6 +102,10 @@ const (
 	EventApproval        = "approval_required"
 	EventClarify         = "clarify"
 	EventError           = "error"
+	// EventWarning reports something the session went on without: a context
+	// file skipped (File names it, Message says why), context files no tool
+	// runner answered for.
+	EventWarning = "warning"
 )
 
 // Loop states carried by state events.
@@ -139,6 +143,8 @@ type Event struct {
 	Choices   []string `json:"choices,omitempty"`
 	RequestID string   `json:"request_id,omitempty"`
 	Result    *Result  `json:"result,omitempty"`
+	// File is the workspace file a warning is about.
+	File string `json:"file,omitempty"`
 	// BoundTenant, set by publishers for a session bound to a tenant
 	// (herald.tasks.<tenant>), also publishes the event on
 	// herald.tenant.<tenant>.session.<sid>.events; it is not part of the JSON.

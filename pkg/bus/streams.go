@@ -94,7 +94,7 @@ func Streams(replicas int) []jetstream.StreamConfig {
 	toolEvents := work(StreamToolEvents, []string{"herald.toolevents.>"})
 	toolEvents.MaxBytes, toolEvents.Discard = UsageStreamBytes, jetstream.DiscardNew
 	return []jetstream.StreamConfig{
-		work(StreamTasks, []string{TasksSubject, TenantTasksFilter}),
+		work(StreamTasks, slices.Clone(TaskSubjects)),
 		read(s(StreamSessions, []string{"herald.session.*.log", "herald.session.*.result", tenantPrefix + "*.session.*.result"}, jetstream.LimitsPolicy, 0)),
 		s(StreamEvents, []string{"herald.session.*.events", tenantPrefix + "*.session.*.events"}, jetstream.LimitsPolicy, day),
 		s(StreamControl, []string{"herald.session.*.interrupt", "herald.session.*.input",

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/heraldrun/herald/proto"
 	"gopkg.in/yaml.v3"
 )
 
@@ -332,6 +333,7 @@ func (c Config) Validate() error {
 	}
 	for tenant, b := range c.Budgets.Tenants {
 		check(b >= 0, "budgets.tenants.%s must not be negative", tenant)
+		check(proto.IsToken(tenant), "budgets.tenants: %q is not a tenant name (letters, digits, '-' and '_', 1 to 128 of them)", tenant)
 	}
 	for m, p := range c.Pricing {
 		check(p.Input >= 0 && p.Output >= 0 && p.CacheRead >= 0 && p.CacheWrite >= 0, "pricing.%s: prices must not be negative", m)

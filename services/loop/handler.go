@@ -26,7 +26,7 @@ var errBusy = errors.New("session is busy with another task")
 func (s *Service) handleTask(ctx context.Context, msg jetstream.Msg) error {
 	task, err := proto.DecodeTask(msg.Data())
 	if err == nil {
-		err = bindTenant(&task, msg.Subject())
+		err = bindTask(&task, msg.Subject())
 	}
 	if err != nil {
 		return bus.Permanent(err)
@@ -68,7 +68,7 @@ func (s *Service) startTurn(ctx context.Context, t *txn, task proto.Task, publis
 	st.Pool = firstNonEmpty(task.Pool, st.Pool, s.cfg.Pool)
 	st.Workspace = firstNonEmpty(task.Workspace, st.Workspace)
 	st.ParentSessionID = firstNonEmpty(task.ParentSessionID, st.ParentSessionID)
-	st.ParentCallID = firstNonEmpty(task.Metadata["parent_call_id"], st.ParentCallID)
+	st.ParentCallID = firstNonEmpty(task.Metadata[parentCallKey], st.ParentCallID)
 	st.MaxCostUSD = task.MaxCostUSD
 	st.Yes = task.Yes
 	st.Toolsets = task.Toolsets
@@ -373,6 +373,10 @@ func (s *Service) handleToolResult(ctx context.Context, msg jetstream.Msg) error
 		if st.Pending.Calls[i].Done {
 			t.noop = true
 			return nil
+		}
+		if err := checkChildAnswer(st.SessionID, st.Pending.Calls[i], res); err != nil {
+			t.noop = true
+			return bus.Permanent(err)
 		}
 		st.Pending.Calls[i].Done = true
 		t.inHand = res
