@@ -81,7 +81,11 @@ func (s *Service) startTurn(ctx context.Context, t *txn, task proto.Task, publis
 	st.Trace, st.TraceParent = telemetry.NewTurn(ctx)
 	if len(t.msgs) == 0 {
 		t.afterCommit(func() { s.sessionStarted(st, task) })
-		t.appendMsg(&heraldpb.ChatMessage{Role: "system", Content: s.buildSystemPrompt(ctx, st, task.SystemMessage)})
+		prompt, warnings := s.buildSystemPrompt(ctx, st, task.SystemMessage)
+		t.appendMsg(&heraldpb.ChatMessage{Role: "system", Content: prompt})
+		for _, w := range warnings {
+			t.event(w)
+		}
 	}
 	t.appendMsg(&heraldpb.ChatMessage{Role: "user", Content: task.Prompt})
 	st.Recall = s.fetchRecall(ctx, st.Tenant, task.Prompt)
