@@ -331,6 +331,7 @@ func (c Config) Validate() error {
 	for i, p := range c.FallbackProviders {
 		check(p.Model != "", "fallback_providers[%d].model is required", i)
 	}
+	check(c.Tenant == "" || proto.IsToken(c.Tenant), "tenant: %q is not a tenant name (letters, digits, '-' and '_', 1 to 128 of them)", c.Tenant)
 	for tenant, b := range c.Budgets.Tenants {
 		check(b >= 0, "budgets.tenants.%s must not be negative", tenant)
 		check(proto.IsToken(tenant), "budgets.tenants: %q is not a tenant name (letters, digits, '-' and '_', 1 to 128 of them)", tenant)

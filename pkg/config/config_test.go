@@ -74,6 +74,9 @@ func TestBudgetTenantKeysMustBeTenantNames(t *testing.T) {
 		require.ErrorContains(t, cfg.Validate(), "is not a tenant name", "%q", bad)
 	}
 	cfg := Default()
+	cfg.Tenant = "café"
+	require.ErrorContains(t, cfg.Validate(), `tenant: "café" is not a tenant name`)
+	cfg = Default()
 	cfg.Budgets.Tenants = map[string]float64{"acme_2-x": 1, strings.Repeat("a", 128): 1}
 	require.NoError(t, cfg.Validate())
 }

@@ -71,8 +71,13 @@ func bindTenant(task *proto.Task, tenant, subject string) error {
 }
 
 // checkBinding refuses a task that would continue a session bound to
-// another tenant, or mix bound and unbound tasks in one session.
+// another tenant, or mix bound and unbound tasks in one session, or
+// continue a subagent's session from anywhere but its parent: its next
+// answer would go to the parent's call.
 func checkBinding(st *State, task proto.Task) error {
+	if st != nil && st.ParentSessionID != "" && task.ParentSessionID != st.ParentSessionID {
+		return fmt.Errorf("%w: session %s is a subagent's session; only its parent continues it", proto.ErrInvalidTask, st.SessionID)
+	}
 	if st == nil || st.Turn == 0 || st.BoundTenant == task.BoundTenant {
 		return nil
 	}

@@ -133,6 +133,21 @@ func TestForgedParentFieldsAreRefusedAndTheRealChildStillAnswers(t *testing.T) {
 	require.Len(t, tools, 1)
 	require.Contains(t, tools[0], "the real child's report")
 	require.NotContains(t, tools[0], "FORGED")
+
+	// Nor can the child's session be continued by anyone but its parent:
+	// its next answer would go to the parent's call.
+	continued := NewTask("forged continuation of the child")
+	continued.SessionID = bus.Token(parent.SessionID + "-" + callID)
+	h.submitOn(bus.TenantTasks("acme"), continued)
+	require.Eventually(t, func() bool {
+		for _, m := range heraldtest.DeadLetters(t, h.JS, bus.StreamTasks) {
+			if strings.Contains(string(m.Data), continued.TaskID) {
+				return strings.Contains(m.Header.Get(bus.HeaderError), "is a subagent's session; only its parent continues it")
+			}
+		}
+		return false
+	}, 10*time.Second, 20*time.Millisecond)
+	require.Empty(t, h.RequestsOf(continued.Prompt))
 }
 
 // pendingDelegateCall waits until the session waits on a delegate_task
