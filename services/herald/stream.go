@@ -189,7 +189,7 @@ func (s *stream) onEvent(data []byte) {
 		fmt.Fprintf(s.cio.err, "  ⚙ %s %s\n", ev.Tool, shorten(ev.Args, 120))
 	case proto.EventToolFinished:
 		fmt.Fprintf(s.cio.err, "  ✓ %s %s\n", ev.Tool, ev.Status)
-	case proto.EventRetry, proto.EventFallback, proto.EventCompression, proto.EventContextPressure:
+	case proto.EventRetry, proto.EventFallback, proto.EventCompression, proto.EventContextPressure, proto.EventWarning:
 		fmt.Fprintf(s.cio.err, "  · %s: %s\n", ev.Type, ev.Message)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/heraldrun/herald/pkg/bus"
 	"github.com/heraldrun/herald/proto"
 	"github.com/heraldrun/herald/proto/heraldpb"
+	"github.com/nats-io/nats.go"
 	gproto "google.golang.org/protobuf/proto"
 )
 
@@ -146,17 +147,17 @@ func (s *Service) fetchContextFiles(ctx context.Context, st *State) (string, []p
 	defer cancel()
 	pool := firstNonEmpty(st.Pool, bus.DefaultPool)
 	var reply proto.ContextFilesReply
-	msg, err := s.deps.NC.RequestWithContext(ctx, bus.ContextFiles(pool), req)
+	msg, err := s.askRunner(ctx, bus.ContextFiles(pool), req)
 	if err == nil {
 		err = json.Unmarshal(msg.Data, &reply)
-	}
-	if err == nil && reply.Error != "" {
-		err = errors.New(reply.Error)
 	}
 	if err != nil {
 		s.log.Warn().Err(err).Str("session_id", st.SessionID).Msg("context files unavailable; starting session without them")
 		return "", []proto.Event{{Type: proto.EventWarning,
-			Message: fmt.Sprintf("context files were not loaded: no tool runner of pool %q gave them (%v)", pool, err)}}
+			Message: fmt.Sprintf("context files were not loaded: no tool runner of pool %q answered (%v)", pool, err)}}
+	}
+	if reply.Error != "" {
+		return "", []proto.Event{{Type: proto.EventWarning, Message: "context files were not loaded: " + reply.Error}}
 	}
 	var warnings []proto.Event
 	for _, sk := range reply.Skipped {
@@ -173,6 +174,22 @@ func (s *Service) fetchContextFiles(ctx context.Context, st *State) (string, []p
 		fmt.Fprintf(&b, "\n## %s\n%s\n", f.Name, text)
 	}
 	return b.String(), warnings
+}
+
+// askRunner asks a request of the tool runners, asking again while none is
+// subscribed (a runner starting with the loop, or restarting) until ctx ends.
+func (s *Service) askRunner(ctx context.Context, subject string, data []byte) (*nats.Msg, error) {
+	for {
+		msg, err := s.deps.NC.RequestWithContext(ctx, subject, data)
+		if !errors.Is(err, nats.ErrNoResponders) {
+			return msg, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
 
 // buildSystemPrompt assembles the session's system prompt once, at its start;

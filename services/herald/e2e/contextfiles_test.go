@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bytes"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -87,6 +88,12 @@ func TestContextFilesComeFromTheRunnerInASplitDeployment(t *testing.T) {
 	c.env["HERALD_WORKSPACE"] = ws
 	c.env["PLANTED_SECRET"] = runnerEnvSecret
 	c.serve("toolrunner")
+	// Tasks wait in their stream for a loop; a context-file request does not
+	// wait for a runner, so the runner is up before the first session starts.
+	require.Eventually(t, func() bool {
+		_, err := c.NC.Request(bus.ContextFiles(bus.DefaultPool), []byte(`{"session_id":"probe","workspace":"probe"}`), time.Second)
+		return err == nil
+	}, 30*time.Second, 50*time.Millisecond, "the tool runner never answered")
 
 	run := func(subject string, task proto.Task) string {
 		t.Helper()
@@ -145,4 +152,28 @@ func ctxPublish(t *testing.T, c *cluster, subject string, task proto.Task) {
 	require.NoError(t, err)
 	_, err = c.JS.Publish(t.Context(), subject, data)
 	require.NoError(t, err)
+}
+
+// A user running `herald run` in a folder where a model planted AGENTS.md as
+// a symlink to /proc/self/environ is told, and the process's environment
+// never reaches the model; the folder's real context files still do.
+func TestRunWarnsOfAContextFileThatLeadsOutOfTheWorkspace(t *testing.T) {
+	model, err := scripted.Start(scripted.Conversation(scripted.Text("ok")))
+	require.NoError(t, err)
+	t.Cleanup(model.Close)
+	dir := t.TempDir()
+	require.NoError(t, os.Symlink("/proc/self/environ", filepath.Join(dir, "AGENTS.md")))
+	writeFile(t, filepath.Join(dir, "HERALD.md"), "Indent with tabs.")
+	var out, errOut bytes.Buffer
+	cmd := heraldCmd(t, t.Context(), dir, map[string]string{"HERALD_BASE_URL": model.URL, "HERALD_MODEL": "m",
+		"PLANTED_SECRET": runnerEnvSecret}, "run", "hello")
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	require.NoError(t, cmd.Run(), "stderr: %s", errOut.String())
+	require.Contains(t, errOut.String(), "· warning: context file AGENTS.md skipped: AGENTS.md could not be opened inside the workspace")
+	reqs := model.Requests()
+	require.NotEmpty(t, reqs)
+	require.Contains(t, reqs[0].Messages[0].Text(), "Indent with tabs.")
+	for _, m := range reqs[0].Messages {
+		require.NotContains(t, m.Text(), runnerEnvSecret)
+	}
 }
