@@ -382,6 +382,13 @@ func (s *Service) handleToolResult(ctx context.Context, msg jetstream.Msg) error
 			t.noop = true
 			return bus.Permanent(err)
 		}
+		if st.Pending.Calls[i].Tool == delegateTool {
+			meta, err := msg.Metadata()
+			if err != nil {
+				return err
+			}
+			st.Pending.Calls[i].ResultSeq = meta.Sequence.Stream
+		}
 		st.Pending.Calls[i].Done = true
 		t.inHand = res
 		return s.onToolsProgress(ctx, t)
