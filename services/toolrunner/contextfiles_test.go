@@ -195,6 +195,7 @@ func TestContextFileSymlinkSwapRaceNeverLeaks(t *testing.T) {
 	ws := filepath.Join(h.cfg.WorkspaceRoot, "race")
 	writeAt(t, filepath.Join(ws, "safe"), "safe rules")
 	name := filepath.Join(ws, "AGENTS.md")
+	require.NoError(t, os.Symlink("safe", name))
 
 	var stop atomic.Bool
 	var wg sync.WaitGroup
@@ -246,4 +247,46 @@ func TestContextFilesAreAnsweredByARunnerOfTheSessionsPool(t *testing.T) {
 	require.Equal(t, []proto.ContextFile{{Name: "AGENTS.md", Text: "default rules"}}, reply.Files)
 	_, err = askContextFiles(t, h.bus.NC, "nobody", proto.ContextFilesRequest{SessionID: "p3"})
 	require.ErrorIs(t, err, nats.ErrNoResponders)
+}
+
+// The workspace folder itself swapped, in a tight loop, between a real
+// folder and a symlink into a tenant's folder: an unbound session's context
+// files never come from the tenant, however the race falls.
+func TestWorkspaceFolderSwapRaceNeverReachesATenant(t *testing.T) {
+	h := newHarness(t)
+	root := h.cfg.WorkspaceRoot
+	writeAt(t, filepath.Join(root, "tenants", "acme", "AGENTS.md"), "acme: "+secret)
+	writeAt(t, filepath.Join(root, "real", "AGENTS.md"), "own rules")
+	name := filepath.Join(root, "proj")
+	require.NoError(t, os.Symlink("real", name))
+
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 0; !stop.Load(); i++ {
+			tmp := filepath.Join(root, fmt.Sprintf(".swap%d", i%2))
+			target := "real"
+			if i%2 == 0 {
+				target = "tenants/acme"
+			}
+			_ = os.Remove(tmp)
+			if os.Symlink(target, tmp) == nil {
+				_ = os.Rename(tmp, name)
+			}
+		}
+	}()
+	refused := 0
+	for range 300 {
+		reply := h.contextFiles(proto.ContextFilesRequest{SessionID: "r", Workspace: "proj"})
+		data, _ := json.Marshal(reply)
+		require.NotContains(t, string(data), secret)
+		if strings.Contains(reply.Error, "outside the workspace") {
+			refused++
+		}
+	}
+	stop.Store(true)
+	wg.Wait()
+	require.Equal(t, 300, refused, "a workspace folder that is a symlink is refused every time")
 }
