@@ -117,8 +117,10 @@ const (
 	EventApproval        = "approval_required"
 	EventClarify         = "clarify"
 	EventError           = "error"
-	// EventWarning says something the session waits on may never come
-	// (a tool call no runner of its pool takes).
+	// EventWarning reports something the session went on without, or waits
+	// on and may never get: a context file skipped (File names it, Message
+	// says why), context files no tool runner answered for, a tool call no
+	// runner of its pool takes.
 	EventWarning = "warning"
 )
 
@@ -160,6 +162,8 @@ type Event struct {
 	// server waits for an answer; then it decides without one.
 	Deadline string  `json:"deadline,omitempty"`
 	Result   *Result `json:"result,omitempty"`
+	// File is the workspace file a warning is about.
+	File string `json:"file,omitempty"`
 	// BoundTenant, set by publishers for a session bound to a tenant
 	// (herald.tasks.<tenant>), also publishes the event on
 	// herald.tenant.<tenant>.session.<sid>.events; it is not part of the JSON.

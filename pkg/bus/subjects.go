@@ -3,6 +3,8 @@ package bus
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
+	"fmt"
 	"strings"
 
 	"github.com/heraldrun/herald/proto"
@@ -21,6 +23,11 @@ const (
 	MemoryRecallSubject = "herald.memory.recall"
 	ToolSpecsSubject    = "herald.tools.specs"
 )
+
+// ContextFiles is where the loop asks a tool runner of pool for a session's
+// context files (proto.ContextFilesRequest): the runner that owns the
+// workspace reads them, confined to it. Only the loop may ask.
+func ContextFiles(pool string) string { return "herald.tools.context." + pool }
 
 // Plugin hooks (DESIGN.md contract additions): events and request/reply
 // subjects a plugin in any language answers as a plain NATS client.
@@ -83,10 +90,62 @@ func InterruptedSession(subject string) (sid, tenant string, ok bool) {
 }
 
 // TaskTenant is the tenant a task subject binds its task to; ok is false
-// for herald.tasks, whose tasks name their tenant in the body.
+// for herald.tasks, whose tasks name their tenant in the body, and for a
+// subject whose tenant token is not a tenant name (see TaskOriginOf).
 func TaskTenant(subject string) (tenant string, ok bool) {
-	tenant, ok = strings.CutPrefix(subject, TasksSubject+".")
-	return tenant, ok && proto.IsToken(tenant)
+	o, err := TaskOriginOf(subject)
+	return o.Tenant, err == nil && o.Tenant != ""
+}
+
+// Subagent tasks (issue 26): the child task of a delegate_task call travels
+// on herald.subtasks (herald.subtasks.<tenant> for a tenant-bound parent),
+// which only the loop's NATS user may publish (deploy/nats/herald.conf).
+// Only a task that arrived there may name a parent; the same fields on
+// herald.tasks* are refused.
+const (
+	SubtasksSubject       = "herald.subtasks"
+	TenantSubtasksFilter  = SubtasksSubject + ".*"
+	errBadTenantToken     = "the subject's tenant token %q is not a tenant name (letters, digits, '-' and '_', 1 to 128 of them)"
+	errUnknownTaskSubject = "%q is not a task subject"
+)
+
+// TaskSubjects are the subjects the TASKS stream captures and the loop
+// consumes: public tasks and the loop's own subagent tasks.
+var TaskSubjects = []string{TasksSubject, TenantTasksFilter, SubtasksSubject, TenantSubtasksFilter}
+
+func TenantSubtasks(tenant string) string { return SubtasksSubject + "." + tenant }
+
+// TaskOrigin is what a task's subject says about it.
+type TaskOrigin struct {
+	// Tenant is the tenant the subject binds the task to; "" for none.
+	Tenant string
+	// Subagent is set for a task on the loop's subagent subjects.
+	Subagent bool
+}
+
+// ErrTaskSubject is wrapped by TaskOriginOf's errors.
+var ErrTaskSubject = errors.New("bad task subject")
+
+// TaskOriginOf reads a task's subject. A tenant token that is not a valid
+// tenant name is an error, never an unbound task: the stream captures
+// herald.tasks.<any token>, and such a task must be dead-lettered.
+func TaskOriginOf(subject string) (TaskOrigin, error) {
+	for _, base := range []string{TasksSubject, SubtasksSubject} {
+		o := TaskOrigin{Subagent: base == SubtasksSubject}
+		if subject == base {
+			return o, nil
+		}
+		tenant, ok := strings.CutPrefix(subject, base+".")
+		if !ok {
+			continue
+		}
+		if !proto.IsToken(tenant) {
+			return o, fmt.Errorf("%w: "+errBadTenantToken, ErrTaskSubject, tenant)
+		}
+		o.Tenant = tenant
+		return o, nil
+	}
+	return TaskOrigin{}, fmt.Errorf("%w: "+errUnknownTaskSubject, ErrTaskSubject, subject)
 }
 
 // Schedules (the api service): a schedule is a message on

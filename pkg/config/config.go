@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/heraldrun/herald/pkg/pricing"
+	"github.com/heraldrun/herald/proto"
 	"gopkg.in/yaml.v3"
 )
 
@@ -359,8 +360,10 @@ func (c Config) Validate() error {
 	for i, p := range c.FallbackProviders {
 		check(p.Model != "", "fallback_providers[%d].model is required", i)
 	}
+	check(c.Tenant == "" || proto.IsToken(c.Tenant), "tenant: %q is not a tenant name (letters, digits, '-' and '_', 1 to 128 of them)", c.Tenant)
 	for tenant, b := range c.Budgets.Tenants {
 		check(b >= 0, "budgets.tenants.%s must not be negative", tenant)
+		check(proto.IsToken(tenant), "budgets.tenants: %q is not a tenant name (letters, digits, '-' and '_', 1 to 128 of them)", tenant)
 	}
 	errs = append(errs, c.validateTenants()...)
 	if err := c.Reasoning.Validate(); err != nil {

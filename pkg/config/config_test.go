@@ -3,6 +3,7 @@ package config
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -62,4 +63,20 @@ func TestMissingExplicitFileIsAnError(t *testing.T) {
 	cfg := Default()
 	require.Error(t, cfg.readFile(filepath.Join(t.TempDir(), "nope.yaml"), true))
 	require.NoError(t, cfg.readFile(filepath.Join(t.TempDir(), "nope.yaml"), false))
+}
+
+// A budget keyed by something that is not a tenant name could never match a
+// tenant (the subject refuses such names), so it is a configuration error.
+func TestBudgetTenantKeysMustBeTenantNames(t *testing.T) {
+	for _, bad := range []string{"café", strings.Repeat("a", 129), "acme.*", "a b", ""} {
+		cfg := Default()
+		cfg.Budgets.Tenants = map[string]float64{bad: 1}
+		require.ErrorContains(t, cfg.Validate(), "is not a tenant name", "%q", bad)
+	}
+	cfg := Default()
+	cfg.Tenant = "café"
+	require.ErrorContains(t, cfg.Validate(), `tenant: "café" is not a tenant name`)
+	cfg = Default()
+	cfg.Budgets.Tenants = map[string]float64{"acme_2-x": 1, strings.Repeat("a", 128): 1}
+	require.NoError(t, cfg.Validate())
 }

@@ -1074,6 +1074,10 @@ type ToolResult struct {
 	CostUsd  float64 `protobuf:"fixed64,10,opt,name=cost_usd,json=costUsd,proto3" json:"cost_usd,omitempty"`
 	Usage    *Usage  `protobuf:"bytes,11,opt,name=usage,proto3" json:"usage,omitempty"`
 	ApiCalls int32   `protobuf:"varint,12,opt,name=api_calls,json=apiCalls,proto3" json:"api_calls,omitempty"`
+	// child_session_id: the session of a delegated child whose answer this
+	// is; the parent accepts it only for the delegate_task call that spawned
+	// exactly that child.
+	ChildSessionId string `protobuf:"bytes,13,opt,name=child_session_id,json=childSessionId,proto3" json:"child_session_id,omitempty"`
 	// hooks: for a call made by an execute_code program, a digest of its tool
 	// and arguments, so a re-run program is answered only for the same call.
 	CallDigest string `protobuf:"bytes,160,opt,name=call_digest,json=callDigest,proto3" json:"call_digest,omitempty"`
@@ -1195,6 +1199,13 @@ func (x *ToolResult) GetApiCalls() int32 {
 		return x.ApiCalls
 	}
 	return 0
+}
+
+func (x *ToolResult) GetChildSessionId() string {
+	if x != nil {
+		return x.ChildSessionId
+	}
+	return ""
 }
 
 func (x *ToolResult) GetCallDigest() string {
@@ -2130,7 +2141,7 @@ const file_herald_v1_herald_proto_rawDesc = "" +
 	"\x0ftimeout_seconds\x18\n" +
 	" \x01(\x05R\x0etimeoutSeconds\x12\x1a\n" +
 	"\bapproved\x18\v \x01(\bR\bapproved\x12%\n" +
-	"\x0eapprovals_mode\x18\f \x01(\tR\rapprovalsMode\"\xa3\x03\n" +
+	"\x0eapprovals_mode\x18\f \x01(\tR\rapprovalsMode\"\xcd\x03\n" +
 	"\n" +
 	"ToolResult\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x1d\n" +
@@ -2147,7 +2158,8 @@ const file_herald_v1_herald_proto_rawDesc = "" +
 	"\bcost_usd\x18\n" +
 	" \x01(\x01R\acostUsd\x12&\n" +
 	"\x05usage\x18\v \x01(\v2\x10.herald.v1.UsageR\x05usage\x12\x1b\n" +
-	"\tapi_calls\x18\f \x01(\x05R\bapiCalls\x12 \n" +
+	"\tapi_calls\x18\f \x01(\x05R\bapiCalls\x12(\n" +
+	"\x10child_session_id\x18\r \x01(\tR\x0echildSessionId\x12 \n" +
 	"\vcall_digest\x18\xa0\x01 \x01(\tR\n" +
 	"callDigest\x12-\n" +
 	"\apricing\x18\x8e\x02 \x01(\v2\x12.herald.v1.PricingR\apricing\"\x9f\x03\n" +

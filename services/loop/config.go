@@ -21,9 +21,10 @@ type Config struct {
 	RepeatThreshold       int
 	ContextWindows        map[string]int
 	Compression           config.Compression
-	// Workspace is read for context files (AGENTS.md, ...) when it exists
-	// on this machine.
-	Workspace string
+	// ContextFilesTimeout bounds the wait for a tool runner's answer with
+	// the session's context files (AGENTS.md, ...) at session start; the
+	// session starts without them, and says so, when none answers.
+	ContextFilesTimeout time.Duration
 	// Concurrency caps the messages of each kind handled at once.
 	Concurrency int
 	// SnapshotTimeout bounds the wait for the memory snapshot at session start.
@@ -55,7 +56,7 @@ func ConfigFrom(c config.Config) Config {
 		RepeatThreshold:       c.Agent.RepeatThreshold,
 		ContextWindows:        c.ContextWindows,
 		Compression:           c.Compression,
-		Workspace:             c.WorkspaceRoot(),
+		ContextFilesTimeout:   2 * time.Second,
 		Concurrency:           64,
 		SnapshotTimeout:       2 * time.Second,
 		PressureCooldown:      300 * time.Second,

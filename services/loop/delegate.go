@@ -3,6 +3,7 @@ package loop
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 
 	"github.com/heraldrun/herald/pkg/bus"
@@ -47,7 +48,7 @@ func (s *Service) dispatchChild(t *txn, c PendingCall) {
 		Prompt: prompt, SessionID: childSessionID(st.SessionID, c.CallID), TaskID: st.TaskID + "-" + c.CallID,
 		Model: st.Model, Tenant: st.Tenant, Toolsets: a.Toolsets, Workspace: st.Workspace, Pool: st.Pool,
 		MaxIterations: s.cfg.ChildMaxIterations, ParentSessionID: st.SessionID, Yes: st.Yes, ReasoningEffort: st.ReasoningEffort,
-		Metadata: map[string]string{"parent_call_id": c.CallID},
+		Metadata: map[string]string{parentCallKey: c.CallID},
 	}
 	if strings.TrimSpace(a.Goal) == "" {
 		task.Prompt = ""
@@ -61,14 +62,31 @@ func (s *Service) dispatchChild(t *txn, c PendingCall) {
 			deniedResult(ctx, b, st.SessionID, c.CallID, why)
 			return
 		}
-		b.JSON(ctx, st.taskSubject(), "child:"+task.SessionID, task)
+		b.JSON(ctx, st.subtaskSubject(), "child:"+task.SessionID, task)
 	})
 }
 
 // localResult answers a call on the loop's behalf through the results stream.
 func localResult(ctx context.Context, b *bus.Batch, sid, callID, content string) {
-	res := &heraldpb.ToolResult{CallId: callID, SessionId: sid, Content: content, IsError: true, Status: "error", Runner: "loop"}
+	res := &heraldpb.ToolResult{CallId: callID, SessionId: sid, Content: content, IsError: true, Status: "error", Runner: "loop",
+		ChildSessionId: childSessionID(sid, callID)}
 	b.Proto(ctx, bus.ToolResult(sid, callID), sid+":"+callID, res)
+}
+
+// checkChildAnswer refuses an answer to a pending delegate_task call that
+// does not come from exactly the child the call spawned (the loop answers
+// such calls itself, never a tool runner): a forged answer must not become
+// the call's result.
+func checkChildAnswer(parent string, c PendingCall, res *heraldpb.ToolResult) error {
+	if c.Tool != delegateTool {
+		return nil
+	}
+	want := childSessionID(parent, c.CallID)
+	if res.GetRunner() != "loop" || res.GetChildSessionId() != want || res.GetSessionId() != parent || res.GetCallId() != c.CallID {
+		return fmt.Errorf("answer to delegate_task call %s of session %s refused: it names child session %q (runner %q), but the call spawned %s",
+			c.CallID, parent, res.GetChildSessionId(), res.GetRunner(), want)
+	}
+	return nil
 }
 
 // addChildCost adds a finished child's spending to the parent's turn.

@@ -53,7 +53,7 @@ func (s *Service) answerParent(t *txn, res proto.Result) {
 	tr := &heraldpb.ToolResult{
 		CallId: st.ParentCallID, SessionId: st.ParentSessionID, Tool: delegateTool, Content: content,
 		IsError: res.ExitReason != proto.ExitTextResponse, Status: "ok", CostUsd: res.CostUSD,
-		ApiCalls: int32(res.APICalls), Runner: "loop", Pricing: st.pricingProto(),
+		ApiCalls: int32(res.APICalls), Runner: "loop", Pricing: st.pricingProto(), ChildSessionId: st.SessionID,
 		Usage: &heraldpb.Usage{InputTokens: res.Usage.InputTokens, OutputTokens: res.Usage.OutputTokens,
 			CacheReadTokens: res.Usage.CacheReadTokens, CacheWriteTokens: res.Usage.CacheWriteTokens,
 			ReasoningTokens: res.Usage.ReasoningTokens},

@@ -26,7 +26,7 @@ var errBusy = errors.New("session is busy with another task")
 func (s *Service) handleTask(ctx context.Context, msg jetstream.Msg) error {
 	task, err := proto.DecodeTask(msg.Data())
 	if err == nil {
-		err = bindTenant(&task, msg.Subject())
+		err = bindTask(&task, msg.Subject())
 	}
 	if err != nil {
 		return bus.Permanent(err)
@@ -68,7 +68,7 @@ func (s *Service) startTurn(ctx context.Context, t *txn, task proto.Task, publis
 	st.Pool = firstNonEmpty(task.Pool, st.Pool, s.cfg.Pool)
 	st.Workspace = firstNonEmpty(task.Workspace, st.Workspace)
 	st.ParentSessionID = firstNonEmpty(task.ParentSessionID, st.ParentSessionID)
-	st.ParentCallID = firstNonEmpty(task.Metadata["parent_call_id"], st.ParentCallID)
+	st.ParentCallID = firstNonEmpty(task.Metadata[parentCallKey], st.ParentCallID)
 	st.MaxCostUSD = task.MaxCostUSD
 	st.ReasoningEffort = task.ReasoningEffort
 	st.Yes = task.Yes
@@ -86,7 +86,11 @@ func (s *Service) startTurn(ctx context.Context, t *txn, task proto.Task, publis
 	}
 	if len(t.msgs) == 0 {
 		t.afterCommit(func() { s.sessionStarted(st, task) })
-		t.appendMsg(&heraldpb.ChatMessage{Role: "system", Content: s.buildSystemPrompt(ctx, st, task.SystemMessage)})
+		prompt, warnings := s.buildSystemPrompt(ctx, st, task.SystemMessage)
+		t.appendMsg(&heraldpb.ChatMessage{Role: "system", Content: prompt})
+		for _, w := range warnings {
+			t.event(w)
+		}
 	}
 	t.appendMsg(&heraldpb.ChatMessage{Role: "user", Content: task.Prompt})
 	st.Recall = s.fetchRecall(ctx, st.Tenant, task.Prompt)
@@ -382,6 +386,17 @@ func (s *Service) handleToolResult(ctx context.Context, msg jetstream.Msg) error
 		if st.Pending.Calls[i].Done {
 			t.noop = true
 			return nil
+		}
+		if err := checkChildAnswer(st.SessionID, st.Pending.Calls[i], res); err != nil {
+			t.noop = true
+			return bus.Permanent(err)
+		}
+		if st.Pending.Calls[i].Tool == delegateTool {
+			meta, err := msg.Metadata()
+			if err != nil {
+				return err
+			}
+			st.Pending.Calls[i].ResultSeq = meta.Sequence.Stream
 		}
 		st.Pending.Calls[i].Done = true
 		t.inHand = res

@@ -66,6 +66,7 @@ func (s *Service) policyRefusesChild(ctx context.Context, st *State, c PendingCa
 
 // deniedResult answers a call the policy refused, its reason as the result.
 func deniedResult(ctx context.Context, b *bus.Batch, sid, callID, reason string) {
-	res := &heraldpb.ToolResult{CallId: callID, SessionId: sid, Tool: delegateTool, Content: reason, IsError: true, Status: "denied", Runner: "loop"}
+	res := &heraldpb.ToolResult{CallId: callID, SessionId: sid, Tool: delegateTool, Content: reason, IsError: true, Status: "denied", Runner: "loop",
+		ChildSessionId: childSessionID(sid, callID)}
 	b.Proto(ctx, bus.ToolResult(sid, callID), sid+":"+callID, res)
 }

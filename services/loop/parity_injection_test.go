@@ -1,8 +1,6 @@
 package loop
 
 import (
-	"fmt"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -43,20 +41,4 @@ func TestParityContextFileScan(t *testing.T) {
 	}
 	// Accepted false positive, as in Hermes: the wording of a botnet order.
 	require.NotEmpty(t, InjectionFound("Each worker should register as a node in the swarm cluster."))
-}
-
-// Hermes' TestTruncateContent (HERMES-TESTS.md §12): a context file at the
-// limit is kept whole; a longer one keeps its head (70%) and tail (20%)
-// around a note naming the file and what was kept.
-func TestParityContextFileTruncation(t *testing.T) {
-	exact := strings.Repeat("a", maxContextFileChars)
-	require.Equal(t, exact, truncateContextFile("AGENTS.md", exact))
-
-	long := "HEAD" + strings.Repeat("m", 3*maxContextFileChars) + "TAIL"
-	got := truncateContextFile("AGENTS.md", long)
-	require.True(t, strings.HasPrefix(got, "HEAD"))
-	require.True(t, strings.HasSuffix(got, "TAIL"), "the end of the file is kept")
-	require.Contains(t, got, fmt.Sprintf("AGENTS.md truncated: kept the first %d and last %d of its %d characters",
-		maxContextFileChars*7/10, maxContextFileChars*2/10, len(long)))
-	require.Less(t, len(got), maxContextFileChars+200)
 }

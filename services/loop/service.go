@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -77,7 +78,7 @@ func (s *Service) Start(ctx context.Context) error {
 		spec bus.ConsumerSpec
 		h    bus.Handler
 	}{
-		{bus.ConsumerSpec{Stream: bus.StreamTasks, Durable: "loop-tasks", FilterSubjects: []string{bus.TasksSubject, bus.TenantTasksFilter},
+		{bus.ConsumerSpec{Stream: bus.StreamTasks, Durable: "loop-tasks", FilterSubjects: slices.Clone(bus.TaskSubjects),
 			MaxDeliver: 2000, RetryDelays: busyDelays}, s.handleTask},
 		{bus.ConsumerSpec{Stream: bus.StreamLLMResponses, Durable: "loop-llm",
 			FilterSubjects: []string{bus.LLMResponseFilter(bus.OwnerLoop)}, MaxDeliver: 50, RetryDelays: raceDelays}, s.handleModelResponse},

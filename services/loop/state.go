@@ -38,6 +38,10 @@ type PendingCall struct {
 	Result string `json:"result,omitempty"`
 	// Local calls are answered by the loop itself (unknown tool, bad JSON).
 	Local bool `json:"local,omitempty"`
+	// ResultSeq is where, in TOOL_RESULTS, the accepted answer of a
+	// delegate_task call is: it is read from there, so a later message on
+	// the same subject cannot replace it.
+	ResultSeq uint64 `json:"result_seq,omitempty"`
 }
 
 // Pending is what the session waits for before it can advance.

@@ -8,13 +8,52 @@ import (
 	"github.com/heraldrun/herald/proto"
 )
 
-// bindTenant applies what the task's subject says about its tenant: a task
-// on herald.tasks.<tenant> belongs to that tenant whatever its publisher
-// might claim, so a body naming another tenant is refused (dead-lettered),
-// never run.
-func bindTenant(task *proto.Task, subject string) error {
-	tenant, bound := bus.TaskTenant(subject)
-	if !bound {
+// bindTask applies what the task's subject says about it: its tenant, and
+// whether it is a subagent's task, the only kind that may name a parent.
+func bindTask(task *proto.Task, subject string) error {
+	origin, err := bus.TaskOriginOf(subject)
+	if err != nil {
+		return fmt.Errorf("%w: %v", proto.ErrInvalidTask, err)
+	}
+	if err := checkProvenance(*task, origin, subject); err != nil {
+		return err
+	}
+	return bindTenant(task, origin.Tenant, subject)
+}
+
+// parentCallKey is the task metadata key naming the parent's delegate_task call.
+const parentCallKey = "parent_call_id"
+
+// checkProvenance refuses the loop-only fields (the parent session and its
+// call) on a public task subject: naming another session's pending call
+// would make this task's answer that call's result. A subagent's task must
+// name both, and be the child that call spawns.
+func checkProvenance(task proto.Task, origin bus.TaskOrigin, subject string) error {
+	parent, call := task.ParentSessionID, task.Metadata[parentCallKey]
+	_, hasCall := task.Metadata[parentCallKey]
+	if !origin.Subagent {
+		for field, set := range map[string]bool{"parent_session_id": parent != "", "metadata.parent_call_id": hasCall} {
+			if set {
+				return fmt.Errorf("%w: field %q is set only by the loop, on a subagent's task; it is refused on %s", proto.ErrInvalidTask, field, subject)
+			}
+		}
+		return nil
+	}
+	if !proto.IsToken(parent) || call == "" {
+		return fmt.Errorf("%w: a task on %s must name its parent session and delegate_task call", proto.ErrInvalidTask, subject)
+	}
+	if want := childSessionID(parent, call); task.SessionID != want {
+		return fmt.Errorf("%w: call %s of session %s spawns session %s, not %q", proto.ErrInvalidTask, call, parent, want, task.SessionID)
+	}
+	return nil
+}
+
+// bindTenant applies the tenant the task's subject names: a task on
+// herald.tasks.<tenant> belongs to that tenant whatever its publisher might
+// claim, so a body naming another tenant is refused (dead-lettered), never
+// run.
+func bindTenant(task *proto.Task, tenant, subject string) error {
+	if tenant == "" {
 		if first, _, _ := strings.Cut(strings.TrimPrefix(task.Workspace, "./"), "/"); first == bus.TenantsFolder {
 			return fmt.Errorf("%w: workspace %q: the %s folder holds the workspaces of tenant-bound tasks; publish on %s instead",
 				proto.ErrInvalidTask, task.Workspace, bus.TenantsFolder, bus.TenantTasks("<tenant>"))
@@ -32,8 +71,13 @@ func bindTenant(task *proto.Task, subject string) error {
 }
 
 // checkBinding refuses a task that would continue a session bound to
-// another tenant, or mix bound and unbound tasks in one session.
+// another tenant, or mix bound and unbound tasks in one session, or
+// continue a subagent's session from anywhere but its parent: its next
+// answer would go to the parent's call.
 func checkBinding(st *State, task proto.Task) error {
+	if st != nil && st.ParentSessionID != "" && task.ParentSessionID != st.ParentSessionID {
+		return fmt.Errorf("%w: session %s is a subagent's session; only its parent continues it", proto.ErrInvalidTask, st.SessionID)
+	}
 	if st == nil || st.Turn == 0 || st.BoundTenant == task.BoundTenant {
 		return nil
 	}
@@ -52,13 +96,14 @@ func (st *State) toolWorkspace() string {
 	return bus.TenantWorkspace(st.BoundTenant, st.Workspace)
 }
 
-// taskSubject is where the session's child tasks go: a bound session's
+// subtaskSubject is where the session's child tasks go: the loop's own
+// subject, so no other publisher can name a parent; a bound session's
 // children are bound to its tenant too.
-func (st *State) taskSubject() string {
+func (st *State) subtaskSubject() string {
 	if st.BoundTenant == "" {
-		return bus.TasksSubject
+		return bus.SubtasksSubject
 	}
-	return bus.TenantTasks(st.BoundTenant)
+	return bus.TenantSubtasks(st.BoundTenant)
 }
 
 func hasDotDot(p string) bool {

@@ -200,7 +200,7 @@ func (s *Service) completeStep(t *txn) error {
 	for _, c := range st.Pending.Calls {
 		content := c.Result
 		if !c.Local {
-			res, err := t.result(ctx, c.CallID)
+			res, err := t.resultOf(ctx, c)
 			if err != nil {
 				return err
 			}
@@ -284,6 +284,23 @@ func (s *Service) loadResult(ctx context.Context, sid, callID string) (*heraldpb
 		return nil, fmt.Errorf("result of call %s: %w", callID, err)
 	}
 	return res, nil
+}
+
+// resultOf is a call's stored result; a delegate_task call's is the very
+// answer it accepted, read at its sequence and checked again.
+func (t *txn) resultOf(ctx context.Context, c PendingCall) (*heraldpb.ToolResult, error) {
+	if c.ResultSeq == 0 || (t.inHand != nil && t.inHand.CallId == c.CallID) {
+		return t.result(ctx, c.CallID)
+	}
+	raw, err := bus.NextOnSubject(ctx, t.s.deps.JS, bus.StreamToolResults, bus.ToolResult(t.st.SessionID, c.CallID), c.ResultSeq)
+	if err != nil {
+		return nil, fmt.Errorf("result of call %s of session %s: %w", c.CallID, t.st.SessionID, err)
+	}
+	res := &heraldpb.ToolResult{}
+	if err := gproto.Unmarshal(raw.Data, res); err != nil {
+		return nil, fmt.Errorf("result of call %s: %w", c.CallID, err)
+	}
+	return res, checkChildAnswer(t.st.SessionID, c, res)
 }
 
 // result is a call's stored result: the one in hand, else from the stream.

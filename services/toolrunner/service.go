@@ -34,6 +34,8 @@ type Service struct {
 	state   jetstream.KeyValue
 	mcp     *mcpHub
 	specSub *nats.Subscription
+	// ctxSub answers the loop's context-file requests (contextfiles.go).
+	ctxSub *nats.Subscription
 }
 
 // New checks cfg and prepares a runner; Start makes it take work.
@@ -86,6 +88,11 @@ func (s *Service) Start(ctx context.Context) error {
 		s.stopMCP()
 		return err
 	}
+	if s.ctxSub, err = s.serveContextFiles(); err != nil {
+		_ = s.specSub.Unsubscribe()
+		s.stopMCP()
+		return err
+	}
 	s.worker, err = bus.StartWorker(ctx, s.deps.JS, bus.ConsumerSpec{
 		Stream:         bus.StreamToolCalls,
 		Durable:        "toolrunner-" + s.cfg.Pool,
@@ -96,6 +103,7 @@ func (s *Service) Start(ctx context.Context) error {
 	}, s.handle, s.log)
 	if err != nil {
 		_ = s.specSub.Unsubscribe()
+		_ = s.ctxSub.Unsubscribe()
 		s.stopMCP()
 		return fmt.Errorf("toolrunner: %w", err)
 	}
@@ -115,6 +123,9 @@ func (s *Service) Shutdown(ctx context.Context) error {
 	s.started = false
 	if s.specSub != nil {
 		_ = s.specSub.Unsubscribe()
+	}
+	if s.ctxSub != nil {
+		_ = s.ctxSub.Unsubscribe()
 	}
 	err := s.worker.Stop(ctx)
 	s.stopMCP()

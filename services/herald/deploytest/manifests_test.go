@@ -196,7 +196,8 @@ func TestNATSConfigNamesOnlyRealStreamsAndSubjects(t *testing.T) {
 		streams["OBJ_"+o.Bucket] = []string{"$O." + o.Bucket + ".>"}
 	}
 	core := []string{bus.MemorySnapshotSubject, bus.ToolSpecsSubject, memory.SearchSubject, memory.RecallSubject,
-		bus.HookOnSessionStart(), bus.HookPreLLMCall(), bus.HookPreAPIRequest(), bus.HookPostAPIRequest(), bus.HookPreToolCall()}
+		bus.HookOnSessionStart(), bus.HookPreLLMCall(), bus.HookPreAPIRequest(), bus.HookPostAPIRequest(), bus.HookPreToolCall(),
+		bus.ContextFiles("*"), bus.ContextFiles(bus.DefaultPool)}
 	deadLetter := map[string]bool{"MEMORY_SNAPSHOT": true} // memory's core requests dead-letter here
 	for s := range streams {
 		deadLetter[s] = true
