@@ -113,7 +113,9 @@ func TestSnapshotIsTheRecordDecoded(t *testing.T) {
 		scribble(reflect.ValueOf(&st).Elem())
 		require.Equal(t, want, snap)
 	}
-	require.Greater(t, copied, 1000)
+	// each string field may come up invalid UTF-8, so the more fields the
+	// state has, the fewer copies; a good share must still be copied
+	require.Greater(t, copied, 800)
 	require.Positive(t, refused, "states with invalid UTF-8 came up")
 }
 
