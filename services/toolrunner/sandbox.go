@@ -113,7 +113,7 @@ func NewSandbox(cfg config.Sandbox, log zerolog.Logger) (*Sandbox, error) {
 			}
 		}
 		removeStaleStages()
-		stage, err := os.MkdirTemp("", fmt.Sprintf("%s%d-", stagePrefix, os.Getpid()))
+		stage, err := os.MkdirTemp(stageParent(), fmt.Sprintf("%s%d-", stagePrefix, os.Getpid()))
 		if err != nil {
 			return nil, fmt.Errorf("sandbox stage: %w", err)
 		}
@@ -487,6 +487,38 @@ func (sb *Sandbox) close() {
 // the runner's pid.
 const stagePrefix = "herald-sandbox-stage-"
 
+// stageParent is where stages are made: the temporary folder when the
+// sandbox user can reach it, else the first of /tmp, /var/tmp and /run it
+// can. bwrap runs as that user and looks its sources up on the stage, so
+// every folder above it must let others through (a TMPDIR inside a 0700
+// folder, such as a test's, does not).
+func stageParent() string {
+	for _, dir := range []string{os.TempDir(), "/tmp", "/var/tmp", "/run"} {
+		if othersCanReach(dir) {
+			return dir
+		}
+	}
+	return os.TempDir()
+}
+
+// othersCanReach says whether every folder of dir, symlinks resolved, lets
+// users other than its owner through.
+func othersCanReach(dir string) bool {
+	real, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return false
+	}
+	for d := real; ; d = filepath.Dir(d) {
+		fi, err := os.Stat(d)
+		if err != nil || !fi.IsDir() || fi.Mode().Perm()&0o001 == 0 {
+			return false
+		}
+		if d == filepath.Dir(d) {
+			return true
+		}
+	}
+}
+
 // removeStage removes a stage: mount points only, empty on the host (the
 // binds live in each command's own namespace), removed one by one, never
 // recursively.
@@ -501,7 +533,7 @@ func removeStage(stage string) {
 // removeStaleStages removes the stages of runners that died (or of
 // services made and never started).
 func removeStaleStages() {
-	stages, _ := filepath.Glob(filepath.Join(os.TempDir(), stagePrefix+"*"))
+	stages, _ := filepath.Glob(filepath.Join(stageParent(), stagePrefix+"*"))
 	for _, d := range stages {
 		pid, _, _ := strings.Cut(strings.TrimPrefix(filepath.Base(d), stagePrefix), "-")
 		if n, err := strconv.Atoi(pid); err == nil && syscall.Kill(n, 0) != nil {

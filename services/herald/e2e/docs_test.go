@@ -109,7 +109,14 @@ func TestDocsCommandsRunAsWritten(t *testing.T) {
 	pages := []string{filepath.Join(root, "README.md")}
 	docs, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
 	require.NoError(t, err)
-	pages = append(pages, docs...)
+	for _, d := range docs {
+		// docs/API.md's blocks share shell variables from line to line
+		// (RUN=…), so its own test runs each block as one script:
+		// TestAPIDocExamples [services/api].
+		if filepath.Base(d) != "API.md" {
+			pages = append(pages, d)
+		}
+	}
 	ran := 0
 	for _, page := range pages {
 		data, err := os.ReadFile(page)
