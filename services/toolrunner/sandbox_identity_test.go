@@ -169,7 +169,7 @@ func TestSandboxHandOverNeverLeavesTheWorkspace(t *testing.T) {
 const nonRootTests = "^(TestSandboxCannotReadFilesOutsideTheWorkspace|TestSandboxCannotWriteOutsideTheWorkspace|" +
 	"TestSandboxCommandIsNotRootOnTheHost|TestSandboxShowsOnlyAnAllowListOfEtc|TestSandboxSeesNoHostProcess|" +
 	"TestSandboxEndsEveryProcessWithTheCall|TestSandboxHasNoNetworkUnlessAllowed|TestExecuteCodeRunsInsideANoNetworkSandbox|" +
-	"TestSandboxMountsTheHeldWorkspaceUnderSymlinkSwapRaces)$"
+	"TestSandboxMountsTheHeldWorkspaceUnderSymlinkSwapRaces|TestSandboxCommandHoldsNoFolderOfTheHost)$"
 
 func TestSandboxRunsTheSameAsANonRootRunner(t *testing.T) {
 	if os.Getenv("HERALD_TEST_NONROOT_CHILD") != "" {

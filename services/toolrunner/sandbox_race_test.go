@@ -93,3 +93,14 @@ func TestSandboxMountsTheHeldWorkspaceUnderSymlinkSwapRaces(t *testing.T) {
 	require.Positive(t, refused.Load(), "no call was refused: the swaps never hit the window")
 	require.Greater(t, swaps, calls, "the folders were swapped all along")
 }
+
+// The workspace folder's fd the sandbox binds from is closed before the
+// command starts: an open folder of the host in the command's hands would
+// lead out of its mounts (openat(fd, "..")).
+func TestSandboxCommandHoldsNoFolderOfTheHost(t *testing.T) {
+	h := newHarness(t)
+	r := h.inWorkspace(`for f in /proc/$$/fd/*; do [ -d "$f" ] && echo "folder fd $f"; done; echo checked`)
+	require.Equal(t, 0, r.ExitCode, r.Output)
+	require.Contains(t, r.Output, "checked")
+	require.NotContains(t, r.Output, "folder fd")
+}
