@@ -60,7 +60,7 @@ func (s *Service) executeCode(ctx context.Context, c *call) outcome {
 		return failed(err)
 	}
 	env := append(s.secrets.scrubbedEnv(), "HERALD_TOOLS_SOURCE="+heraldToolsSource, "PYTHONIOENCODING=utf-8", "PYTHONDONTWRITEBYTECODE=1")
-	out, code, err := s.runCommand(ctx, c.ws.root, programCommand(lim.Python), env, lim.Timeout, lim.MaxOutputChars*4, br.attach)
+	out, code, err := s.runCommand(ctx, c.ws, programCommand(lim.Python), env, lim.Timeout, lim.MaxOutputChars*4, br.attach)
 	br.close()
 	return codeOutcome(out, code, err, lim)
 }

@@ -29,7 +29,7 @@ func (s *Service) approveProgram(ctx context.Context, c *call, program string) (
 	if mode == ApprovalsOff || (c.req.GetApproved() && mode != ApprovalsDeny) {
 		return outcome{}, true
 	}
-	return s.decide(ctx, c, "program", program, s.classifyProgram(ctx, c.ws.root, program))
+	return s.decide(ctx, c, "program", program, s.classifyProgram(ctx, c.ws, program))
 }
 
 type programVerdict struct {
@@ -41,10 +41,10 @@ type programVerdict struct {
 // sandbox and workspace the program would run in; the program reaches it
 // on stdin and none of it runs. A check that fails or says nothing
 // readable fails closed.
-func (s *Service) classifyProgram(ctx context.Context, dir, program string) classification {
+func (s *Service) classifyProgram(ctx context.Context, ws workspace, program string) classification {
 	env := append(s.secrets.scrubbedEnv(), "HERALD_CODE_POLICY="+codePolicySource, "PYTHONDONTWRITEBYTECODE=1")
 	command := "exec '" + s.cfg.Code.Python + `' -I -W ignore -c 'import os; exec(os.environ["HERALD_CODE_POLICY"])'`
-	out, code, err := s.runCommand(ctx, dir, command, env, codePolicyTimeout, 1<<16, func(cmd *exec.Cmd) {
+	out, code, err := s.runCommand(ctx, ws, command, env, codePolicyTimeout, 1<<16, func(cmd *exec.Cmd) {
 		cmd.Stdin = strings.NewReader(program)
 	})
 	var v programVerdict

@@ -64,12 +64,12 @@ var everydayPrograms = []string{
 func TestProgramCheckFlagsDangerousProgramsInTheSandbox(t *testing.T) {
 	h := newHarness(t)
 	for name, program := range programAttacks {
-		got := h.svc.classifyProgram(context.Background(), h.cfg.WorkspaceRoot, program)
+		got := h.svc.classifyProgram(context.Background(), heldWorkspace(t, h.cfg.WorkspaceRoot), program)
 		require.Equal(t, needsApproval, got.verdict, "%s ran unasked", name)
 		require.NotEmpty(t, got.reason)
 	}
 	for _, program := range everydayPrograms {
-		got := h.svc.classifyProgram(context.Background(), h.cfg.WorkspaceRoot, program)
+		got := h.svc.classifyProgram(context.Background(), heldWorkspace(t, h.cfg.WorkspaceRoot), program)
 		require.Equal(t, safeCommand, got.verdict, "%q: %s", program, got.reason)
 	}
 }
@@ -77,7 +77,7 @@ func TestProgramCheckFlagsDangerousProgramsInTheSandbox(t *testing.T) {
 // The reason names the call and its line, so a person asked knows what to look at.
 func TestProgramCheckNamesTheCall(t *testing.T) {
 	h := newHarness(t)
-	got := h.svc.classifyProgram(context.Background(), h.cfg.WorkspaceRoot, "x = 1\nimport shutil\nshutil.rmtree('victim')")
+	got := h.svc.classifyProgram(context.Background(), heldWorkspace(t, h.cfg.WorkspaceRoot), "x = 1\nimport shutil\nshutil.rmtree('victim')")
 	require.Contains(t, got.reason, "shutil.rmtree (line 3)")
 }
 
@@ -86,12 +86,12 @@ func TestProgramCheckNamesTheCall(t *testing.T) {
 func TestProgramTheCheckCannotReadNeedsApproval(t *testing.T) {
 	h := newHarness(t)
 	deep := "x = " + strings.Repeat("1+", 200000) + "1"
-	got := h.svc.classifyProgram(context.Background(), h.cfg.WorkspaceRoot, deep)
+	got := h.svc.classifyProgram(context.Background(), heldWorkspace(t, h.cfg.WorkspaceRoot), deep)
 	require.Equal(t, needsApproval, got.verdict, got.reason)
 	require.Contains(t, got.reason, "could not be checked")
 
 	broken := newHarness(t, func(c *Config) { c.Code.Python = "/usr/bin/false" })
-	got = broken.svc.classifyProgram(context.Background(), broken.cfg.WorkspaceRoot, "print(1)")
+	got = broken.svc.classifyProgram(context.Background(), heldWorkspace(t, broken.cfg.WorkspaceRoot), "print(1)")
 	require.Equal(t, needsApproval, got.verdict, got.reason)
 	require.Contains(t, got.reason, "could not be checked")
 }

@@ -33,7 +33,7 @@ print("home visible:", os.path.exists(os.path.expanduser("~/.pyenv")))
 	require.NoError(t, err)
 	env := append(h.svc.secrets.scrubbedEnv(), "HERALD_TOOLS_SOURCE="+heraldToolsSource, "PATH=/usr/bin:/bin")
 	require.True(t, h.svc.sandbox.Confined(), "the runner's default sandbox is bwrap")
-	out, code, err := h.svc.runCommand(context.Background(), h.cfg.WorkspaceRoot, programCommand(h.cfg.Code.Python), env,
+	out, code, err := h.svc.runCommand(context.Background(), heldWorkspace(t, h.cfg.WorkspaceRoot), programCommand(h.cfg.Code.Python), env,
 		30*time.Second, 1<<16, br.attach)
 	br.close()
 	require.NoError(t, err)

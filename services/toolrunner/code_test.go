@@ -253,7 +253,7 @@ func TestExecuteCodePipesFollowOtherInheritedDescriptors(t *testing.T) {
 	defer devnull.Close()
 	sandboxFD := func(cmd *exec.Cmd) { cmd.ExtraFiles = append(cmd.ExtraFiles, devnull) }
 	env := append(os.Environ(), "HERALD_TOOLS_SOURCE="+heraldToolsSource)
-	out, code, err := h.svc.runCommand(context.Background(), h.cfg.WorkspaceRoot, programCommand(h.cfg.Code.Python), env, 20*time.Second, 1<<16, sandboxFD, br.attach)
+	out, code, err := h.svc.runCommand(context.Background(), heldWorkspace(t, h.cfg.WorkspaceRoot), programCommand(h.cfg.Code.Python), env, 20*time.Second, 1<<16, sandboxFD, br.attach)
 	br.close()
 	require.NoError(t, err)
 	require.Equal(t, 0, code, out)

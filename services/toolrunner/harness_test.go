@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -194,4 +195,14 @@ func terminalOf(t *testing.T, res *heraldpb.ToolResult) terminalReply {
 
 func depsFor(nc *nats.Conn, js jetstream.JetStream, t *testing.T) service.Deps {
 	return service.Deps{NC: nc, JS: js, Log: heraldtest.Logger(t), Config: config.Default()}
+}
+
+// heldWorkspace is folder dir opened as a call's workspace is (the sandbox
+// binds the folder held, not its path).
+func heldWorkspace(t testing.TB, dir string) workspace {
+	t.Helper()
+	root, err := os.OpenRoot(dir)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = root.Close() })
+	return workspace{root: dir, dir: root}
 }

@@ -62,7 +62,7 @@ func (sb *Sandbox) ServerCommand(srv config.MCPServer, dir string, env []string)
 		}
 	}
 	sb.handOver(dir)
-	argv := own.bwrapArgs(dir)
+	argv := own.bwrapArgs(dir, nil)
 	// The limits are set by the shell, which then becomes the server.
 	argv = append(append(argv, "--", "bash", "-c", own.limitPrefix()+`exec "$0" "$@"`, program), srv.Args...)
 	argv, release, err := sb.limit(argv)

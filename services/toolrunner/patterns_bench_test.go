@@ -64,16 +64,16 @@ func BenchmarkProgramCheck(b *testing.B) {
 	require.NoError(b, err)
 	b.Cleanup(sb.close)
 	s := &Service{sandbox: sb, cfg: DefaultConfig()}
-	dir := b.TempDir()
+	ws := heldWorkspace(b, b.TempDir())
 	program := everydayPrograms[1]
 	b.Run("check", func(b *testing.B) {
 		for i := 0; i < b.N; i++ {
-			require.Equal(b, safeCommand, s.classifyProgram(context.Background(), dir, program).verdict)
+			require.Equal(b, safeCommand, s.classifyProgram(context.Background(), ws, program).verdict)
 		}
 	})
 	b.Run("python-start", func(b *testing.B) {
 		for i := 0; i < b.N; i++ {
-			_, code, err := s.runCommand(context.Background(), dir, "exec python3 -I -c pass", nil, 10*time.Second, 1024)
+			_, code, err := s.runCommand(context.Background(), ws, "exec python3 -I -c pass", nil, 10*time.Second, 1024)
 			require.NoError(b, err)
 			require.Equal(b, 0, code)
 		}

@@ -53,10 +53,18 @@ var etcFiles = []string{
 // (under /root, in a 0700 folder); the stage it can. The binds are seen in
 // that namespace only and vanish with it.
 //
-// Arguments: stage uid gid [cgroup.procs...] -- [mount-point source]... -- bwrap...
+// The workspace is bound by its path (mount resolves it), and then the
+// folder mounted is checked to be the one the runner holds open and
+// verified (its device and inode, the identity argument): a parent folder
+// swapped for a symlink in between makes the call fail, never run in the
+// folder the symlink leads to. ("-": a read_only path, not checked.)
+//
+// Arguments: stage uid gid [cgroup.procs...] -- [mount-point source identity]... -- bwrap...
 const rootWrapper = `stage=$1 uid=$2 gid=$3; shift 3
 while [ "$1" != -- ]; do echo $$ >"$1" || exit 125; shift; done; shift
-while [ "$1" != -- ]; do mount --rbind "$2" "$stage/$1" || exit 125; shift 2; done; shift
+while [ "$1" != -- ]; do mount --rbind "$2" "$stage/$1" || exit 125
+[ "$3" = - ] || [ "$(stat -c %d:%i "$stage/$1")" = "$3" ] || { echo "herald: $2 changed while its sandbox was set up; nothing ran" >&2; exit 125; }
+shift 3; done; shift
 exec setpriv --reuid="$uid" --regid="$gid" --clear-groups --pdeathsig=KILL -- "$@"`
 
 // wrapperProcsAt is where the cgroup.procs files go in the wrapper's argv
@@ -141,7 +149,12 @@ func (sb *Sandbox) probe() error {
 	defer os.RemoveAll(dir)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	cmd, release, err := sb.Command(ctx, dir, "exit 0", nil)
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return fmt.Errorf("sandbox probe: %w", err)
+	}
+	defer root.Close()
+	cmd, release, err := sb.Command(ctx, workspace{root: dir, dir: root}, "exit 0", nil)
 	if err != nil {
 		return err
 	}
@@ -155,26 +168,95 @@ func (sb *Sandbox) probe() error {
 // Confined reports whether commands run in the sandbox (mode bwrap).
 func (sb *Sandbox) Confined() bool { return sb.bwrap != "" }
 
-// Command returns the command that runs script with bash in workspace dir,
-// confined, with env as its whole environment. release frees what the call
-// held (its cgroup) and kills whatever of it is left; call it after Wait.
-func (sb *Sandbox) Command(ctx context.Context, dir, script string, env []string) (*exec.Cmd, func(), error) {
+// Command returns the command that runs script with bash in workspace ws,
+// confined, with env as its whole environment; opts add extra files (handed
+// on to the command as fd 3, 4...) and environment. The sandbox binds the
+// workspace folder ws holds open, not its path: bwrap gets the folder as an
+// inherited fd (--bind-fd, which checks that what it mounted is that very
+// folder), a root runner's wrapper checks the folder it mounted by device
+// and inode. A parent folder swapped for a symlink since ws was opened fails
+// the call; it never gives the command another folder. release frees what
+// the call held (its cgroup, the fd) and kills whatever of it is left; call
+// it after Wait.
+func (sb *Sandbox) Command(ctx context.Context, ws workspace, script string, env []string, opts ...func(*exec.Cmd)) (*exec.Cmd, func(), error) {
 	if !sb.Confined() {
 		cmd := exec.CommandContext(ctx, "bash", "-c", script)
-		cmd.Dir, cmd.Env = dir, env
+		cmd.Dir, cmd.Env = ws.root, env
+		for _, o := range opts {
+			o(cmd)
+		}
 		return cmd, func() {}, nil
 	}
-	sb.handOver(dir)
-	argv := sb.bwrapArgs(dir)
-	argv = append(argv, "--", "bash", "-c", sb.limitPrefix()+script)
-	argv, release, err := sb.limit(argv)
+	held, err := sb.hold(ws)
 	if err != nil {
+		return nil, nil, fmt.Errorf("sandbox: workspace %s: %w", ws.root, err)
+	}
+	sb.handOverRoot(ws.dir, ws.root)
+	argv := sb.bwrapArgs(ws.root, held)
+	argv = append(argv, "--", "bash", "-c", sb.limitPrefix()+script)
+	argv, done, err := sb.limit(argv)
+	if err != nil {
+		held.close()
 		return nil, nil, err
 	}
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-	cmd.Dir, cmd.Env = dir, env
+	// Nothing is resolved from the workspace's path on the host: bwrap and
+	// the wrapper start in /, and the command in the folder bound.
+	cmd.Dir, cmd.Env = "/", env
 	cmd.SysProcAttr = sb.procAttr()
-	return cmd, release, nil
+	for _, o := range opts {
+		o(cmd)
+	}
+	if held.file != nil {
+		// The folder's fd comes after the caller's extra files, which keep
+		// their numbers (3, 4...); bwrap closes it once it has bound it.
+		i := slices.Index(cmd.Args, heldFDArg)
+		cmd.Args[i] = strconv.Itoa(3 + len(cmd.ExtraFiles))
+		cmd.ExtraFiles = append(cmd.ExtraFiles, held.file)
+	}
+	return cmd, func() { done(); held.close() }, nil
+}
+
+// heldFDArg stands for the workspace folder's fd in bwrap's arguments
+// until the command's extra files are known.
+const heldFDArg = "{workspace-fd}"
+
+// heldFolder is a command's workspace as the sandbox binds it: the folder
+// opened (bwrap's --bind-fd, as fd) or its identity (a root runner's
+// wrapper checks the folder it mounted against it).
+type heldFolder struct {
+	file     *os.File
+	identity string // device:inode, as stat -c %d:%i prints it
+}
+
+// hold opens the folder ws holds again (from its open folder, not by path)
+// for the command to inherit, or takes its identity for a root runner.
+func (sb *Sandbox) hold(ws workspace) (*heldFolder, error) {
+	if ws.dir == nil {
+		return nil, errors.New("not opened")
+	}
+	if sb.stage != "" {
+		info, err := ws.dir.Stat(".")
+		if err != nil {
+			return nil, err
+		}
+		st, ok := info.Sys().(*syscall.Stat_t)
+		if !ok {
+			return nil, errors.New("no device and inode")
+		}
+		return &heldFolder{identity: fmt.Sprintf("%d:%d", st.Dev, st.Ino)}, nil
+	}
+	f, err := ws.dir.Open(".")
+	if err != nil {
+		return nil, err
+	}
+	return &heldFolder{file: f}, nil
+}
+
+func (h *heldFolder) close() {
+	if h != nil && h.file != nil {
+		_ = h.file.Close()
+	}
 }
 
 // limit puts a command (the argv of bwrap, or of the root wrapper) in a
@@ -208,7 +290,7 @@ func (sb *Sandbox) procAttr() *syscall.SysProcAttr {
 // bwrap binds it from there; otherwise bwrap binds the host path itself.
 type binds struct {
 	stage string
-	pairs []string // mount point (in stage) and host path, as the wrapper takes them
+	pairs []string // mount point (in stage), host path and identity, as the wrapper takes them
 }
 
 // source is where bwrap binds host path p from; ok is false when p does
@@ -216,6 +298,12 @@ type binds struct {
 // stage holds an empty folder (d0, d1...) or file (f0...) per bind, made
 // once and mounted on in each command's own namespace only.
 func (b *binds) source(p string) (string, bool) {
+	return b.checked(p, "-")
+}
+
+// checked is source for a folder that must be the one of identity
+// (device:inode) once mounted ("-": not checked).
+func (b *binds) checked(p, identity string) (string, bool) {
 	if b.stage == "" {
 		return p, true
 	}
@@ -223,7 +311,7 @@ func (b *binds) source(p string) (string, bool) {
 	if err != nil {
 		return "", false
 	}
-	n := strconv.Itoa(len(b.pairs) / 2)
+	n := strconv.Itoa(len(b.pairs) / 3)
 	point := filepath.Join(b.stage, "f"+n)
 	if info.IsDir() {
 		point = filepath.Join(b.stage, "d"+n)
@@ -235,7 +323,7 @@ func (b *binds) source(p string) (string, bool) {
 	} else {
 		_ = f.Close()
 	}
-	b.pairs = append(b.pairs, filepath.Base(point), p)
+	b.pairs = append(b.pairs, filepath.Base(point), p, identity)
 	return point, true
 }
 
@@ -253,8 +341,10 @@ func (b *binds) wrap(argv []string, cfg config.Sandbox) []string {
 
 // bwrapArgs is the mount and namespace set-up of a command in dir: the
 // argv of bwrap up to the command, or, for a root runner, of the wrapper
-// that starts bwrap (see rootWrapper).
-func (sb *Sandbox) bwrapArgs(dir string) []string {
+// that starts bwrap (see rootWrapper). With held, the folder bound on dir
+// is that one (see Command); without (an MCP server's folder, the runner's
+// own), dir's path is bound.
+func (sb *Sandbox) bwrapArgs(dir string, held *heldFolder) []string {
 	b := &binds{stage: sb.stage}
 	a := []string{sb.bwrap, "--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
 		"--die-with-parent", "--new-session", "--cap-drop", "ALL"}
@@ -281,8 +371,16 @@ func (sb *Sandbox) bwrapArgs(dir string) []string {
 			a = append(a, "--ro-bind-try", src, p)
 		}
 	}
-	src, _ := b.source(dir)
-	a = append(a, "--bind", src, dir)
+	switch {
+	case held == nil:
+		src, _ := b.source(dir)
+		a = append(a, "--bind", src, dir)
+	case held.file != nil:
+		a = append(a, "--bind-fd", heldFDArg, dir)
+	default:
+		src, _ := b.checked(dir, held.identity)
+		a = append(a, "--bind", src, dir)
+	}
 	for _, h := range sb.hiddenIn(dir) {
 		a = append(a, "--tmpfs", h)
 	}
@@ -313,6 +411,15 @@ func (sb *Sandbox) handOver(dir string) {
 		return
 	}
 	defer root.Close()
+	sb.handOverRoot(root, dir)
+}
+
+// handOverRoot is handOver of the workspace folder root, held open (dir is
+// its path, for the hidden folders and what is remembered).
+func (sb *Sandbox) handOverRoot(root *os.Root, dir string) {
+	if sb.stage == "" {
+		return
+	}
 	w := handOverWalk{root: root, skip: map[string]bool{}, fresh: map[string]folderSeen{}, now: handOverNow()}
 	w.uid, w.gid = sb.cfg.HostIDs()
 	for _, h := range sb.hiddenIn(dir) {

@@ -35,10 +35,10 @@ func BenchmarkCommandSandbox(b *testing.B) {
 				sb.limits = nil // as an unprivileged runner, which makes no cgroup
 			}
 			s := &Service{sandbox: sb}
-			dir := b.TempDir()
+			ws := heldWorkspace(b, b.TempDir())
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
-				_, code, err := s.runCommand(context.Background(), dir, "true", nil, 10*time.Second, 1024)
+				_, code, err := s.runCommand(context.Background(), ws, "true", nil, 10*time.Second, 1024)
 				require.NoError(b, err)
 				require.Equal(b, 0, code)
 			}

@@ -236,7 +236,7 @@ func TestSandboxHandsExtraFilesToTheCommand(t *testing.T) {
 	r, w, err := os.Pipe()
 	require.NoError(t, err)
 	defer r.Close()
-	out, code, err := h.svc.runCommand(context.Background(), h.cfg.WorkspaceRoot, "echo through-fd-3 >&3", nil, 10*time.Second, 1024,
+	out, code, err := h.svc.runCommand(context.Background(), heldWorkspace(t, h.cfg.WorkspaceRoot), "echo through-fd-3 >&3", nil, 10*time.Second, 1024,
 		func(cmd *exec.Cmd) { cmd.ExtraFiles = []*os.File{w} })
 	require.NoError(t, err)
 	require.Equal(t, 0, code, out)

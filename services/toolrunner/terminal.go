@@ -35,7 +35,7 @@ func (s *Service) terminal(ctx context.Context, c *call) outcome {
 		return denied
 	}
 	timeout := s.terminalTimeout(c, a.Timeout)
-	out, code, err := s.runCommand(ctx, c.ws.root, a.Command, s.secrets.scrubbedEnv(), timeout, s.cfg.TerminalMaxChars*4)
+	out, code, err := s.runCommand(ctx, c.ws, a.Command, s.secrets.scrubbedEnv(), timeout, s.cfg.TerminalMaxChars*4)
 	reply := terminalReply{Output: truncateHeadTail(out, s.cfg.TerminalMaxChars), ExitCode: code}
 	status := statusOK
 	switch {
@@ -68,14 +68,14 @@ func (s *Service) terminalTimeout(c *call, asked *int) time.Duration {
 // context.DeadlineExceeded on a timeout. Every command a tool runs goes
 // through here; opts adjust the process before it starts (extra files are
 // handed on into the sandbox).
-func (s *Service) runCommand(parent context.Context, dir, command string, env []string, timeout time.Duration, keep int, opts ...func(*exec.Cmd)) (string, int, error) {
+func (s *Service) runCommand(parent context.Context, ws workspace, command string, env []string, timeout time.Duration, keep int, opts ...func(*exec.Cmd)) (string, int, error) {
 	ctx, cancel := context.WithTimeout(parent, timeout)
 	defer cancel()
 	script := command
 	if !s.sandbox.Confined() {
 		script = orphanGuard() + command
 	}
-	cmd, release, err := s.sandbox.Command(ctx, dir, script, env)
+	cmd, release, err := s.sandbox.Command(ctx, ws, script, env, opts...)
 	if err != nil {
 		return "", -1, fmt.Errorf("run command: %w", err)
 	}
@@ -92,9 +92,6 @@ func (s *Service) runCommand(parent context.Context, dir, command string, env []
 	cmd.WaitDelay = 2 * time.Second
 	buf := newHeadTailBuffer(keep)
 	cmd.Stdout, cmd.Stderr = buf, buf
-	for _, o := range opts {
-		o(cmd)
-	}
 	err = cmd.Run()
 	// The shell may exit while a background child lives on in the group.
 	if cmd.Process != nil {
