@@ -102,7 +102,7 @@ func TestFailedAttemptMessageIsStoredAndShownBesideItsClass(t *testing.T) {
 }
 
 // Migration 006 adds the column to a database an older release left, with
-// its rows reading ''; a process that finds the column already added (a
+// its rows reading ”; a process that finds the column already added (a
 // second one migrating at the same time) counts the migration as done.
 func TestErrorMessageMigrationOnAnOlderDatabase(t *testing.T) {
 	dsn := testDSN(t)
