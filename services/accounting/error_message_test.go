@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -101,8 +102,8 @@ func TestFailedAttemptMessageIsStoredAndShownBesideItsClass(t *testing.T) {
 	require.Contains(t, text.String(), "HTTP 500: The server had an error")
 }
 
-// Migration 006 adds the column to a database an older release left, with
-// its rows reading ”; a process that finds the column already added (a
+// Migration 006 adds the column to a database an older release left, its
+// rows reading an empty message; a process that finds the column already added (a
 // second one migrating at the same time) counts the migration as done.
 func TestErrorMessageMigrationOnAnOlderDatabase(t *testing.T) {
 	dsn := testDSN(t)
@@ -129,4 +130,14 @@ func TestErrorMessageMigrationOnAnOlderDatabase(t *testing.T) {
 	err = st.conn.Exec(ctx, "ALTER TABLE no_such_table ADD COLUMN x String DEFAULT ''")
 	require.Error(t, err)
 	require.False(t, columnExists("ALTER TABLE no_such_table ADD COLUMN x String DEFAULT ''", err))
+}
+
+// usageKindBefore006 stores usage rows as a release before migration 006
+// did: without error_message.
+func usageKindBefore006() eventKind {
+	k := usageKind
+	i := slices.Index(k.columns, "error_message")
+	k.columns = slices.Delete(slices.Clone(k.columns), i, i+1)
+	k.toColumns = func(rows []row) []any { return slices.Delete(usageKind.toColumns(rows), i, i+1) }
+	return k
 }
