@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -84,6 +85,13 @@ func TestFailedAttemptMessageIsStoredAndShownBesideItsClass(t *testing.T) {
 	page := getPage(t, srv.URL+"/sessions/sess-em")
 	require.Contains(t, page, `error (server_error)<div class="errmsg">`+escaped+`</div>`, "the message sits beside its class")
 	require.NotContains(t, page, `<script>alert`, "the provider's words are text, not markup")
+
+	// As a browser shows it: the message is text in the step's status cell.
+	shot := filepath.Join(artifactsDir(t), "dashboard-session-error-message.png")
+	dom := chromium(t, srv.URL+"/sessions/sess-em", shot)
+	require.Contains(t, dom, `<div class="errmsg">HTTP 500: The server had an error while processing your request. &lt;script&gt;alert("x")&lt;/script&gt;</div>`)
+	require.NotContains(t, dom, `<script>alert`)
+	t.Logf("session page screenshot: %s", shot)
 
 	trace := getPage(t, srv.URL+"/sessions/sess-em/trace")
 	require.Contains(t, trace, `<div class="errmsg">server_error: `+escaped+`</div>`)
