@@ -160,3 +160,7 @@ SELECT event_id, ts, toDateTime(intDiv(toUInt32(ts), 3600) * 3600) AS hour,
     tenant, session_id, provider, model, purpose
 FROM usage_events
 WHERE price_source = 'unknown' AND input_tokens + output_tokens + cache_read_tokens + cache_write_tokens > 0;
+
+
+-- 006_error_message
+ALTER TABLE usage_events ADD COLUMN error_message String DEFAULT '' AFTER error_class;

@@ -1503,8 +1503,12 @@ type UsageEvent struct {
 	Attempt         int32                  `protobuf:"varint,16,opt,name=attempt,proto3" json:"attempt,omitempty"`
 	IsFallback      bool                   `protobuf:"varint,17,opt,name=is_fallback,json=isFallback,proto3" json:"is_fallback,omitempty"`
 	ParentSessionId string                 `protobuf:"bytes,18,opt,name=parent_session_id,json=parentSessionId,proto3" json:"parent_session_id,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// error_message is what the provider said of a failed attempt (status
+	// error): its own message with the HTTP status, redacted by the gateway
+	// (the key and anything shaped like one removed) and cut to 500 bytes.
+	ErrorMessage  string `protobuf:"bytes,19,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *UsageEvent) Reset() {
@@ -1659,6 +1663,13 @@ func (x *UsageEvent) GetIsFallback() bool {
 func (x *UsageEvent) GetParentSessionId() string {
 	if x != nil {
 		return x.ParentSessionId
+	}
+	return ""
+}
+
+func (x *UsageEvent) GetErrorMessage() string {
+	if x != nil {
+		return x.ErrorMessage
 	}
 	return ""
 }
@@ -2192,7 +2203,7 @@ const file_herald_v1_herald_proto_rawDesc = "" +
 	"\rsummary_usage\x18x \x01(\v2\x10.herald.v1.UsageR\fsummaryUsage\x12(\n" +
 	"\x10summary_cost_usd\x18y \x01(\x01R\x0esummaryCostUsd\x12*\n" +
 	"\x11summary_api_calls\x18z \x01(\x05R\x0fsummaryApiCalls\x12<\n" +
-	"\x0fsummary_pricing\x18\x8e\x02 \x01(\v2\x12.herald.v1.PricingR\x0esummaryPricing\"\xaa\x04\n" +
+	"\x0fsummary_pricing\x18\x8e\x02 \x01(\v2\x12.herald.v1.PricingR\x0esummaryPricing\"\xcf\x04\n" +
 	"\n" +
 	"UsageEvent\x12\x19\n" +
 	"\bevent_id\x18\x01 \x01(\tR\aeventId\x12\x1c\n" +
@@ -2218,7 +2229,8 @@ const file_herald_v1_herald_proto_rawDesc = "" +
 	"\aattempt\x18\x10 \x01(\x05R\aattempt\x12\x1f\n" +
 	"\vis_fallback\x18\x11 \x01(\bR\n" +
 	"isFallback\x12*\n" +
-	"\x11parent_session_id\x18\x12 \x01(\tR\x0fparentSessionId\"\xb5\x02\n" +
+	"\x11parent_session_id\x18\x12 \x01(\tR\x0fparentSessionId\x12#\n" +
+	"\rerror_message\x18\x13 \x01(\tR\ferrorMessage\"\xb5\x02\n" +
 	"\tToolEvent\x12\x19\n" +
 	"\bevent_id\x18\x01 \x01(\tR\aeventId\x12\x1c\n" +
 	"\n" +

@@ -77,7 +77,7 @@ func TestParentSessionCostIncludesItsSubagentsEverywhere(t *testing.T) {
 	for _, e := range old {
 		rows = append(rows, row{id: e.EventId, ev: e})
 	}
-	_, err = st.insertNew(ctx, usageKind, rows)
+	_, err = st.insertNew(ctx, usageKindBefore006(), rows)
 	require.NoError(t, err)
 
 	// The service migrates (004 maps the old children), then sinks new rows.

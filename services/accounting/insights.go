@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"strings"
 	"text/tabwriter"
 	"time"
 )
@@ -56,6 +57,9 @@ type SessionInsight struct {
 type ErrorInsight struct {
 	Class string `json:"class"`
 	Count uint64 `json:"count"`
+	// LastMessage is what the provider said the last time (redacted by the
+	// gateway); empty for tool statuses and rows stored before migration 006.
+	LastMessage string `json:"last_message,omitempty"`
 }
 
 // insightRows bounds each list of the report.
@@ -163,11 +167,12 @@ func insightSessions(ctx context.Context, st *store, in *Insights) error {
 }
 
 func insightErrors(ctx context.Context, st *store, in *Insights) error {
-	rows, err := st.conn.Query(ctx, `SELECT class, n FROM (
-		SELECT if(error_class = '', 'unknown', error_class) AS class, count() AS n
+	rows, err := st.conn.Query(ctx, `SELECT class, n, msg FROM (
+		SELECT if(error_class = '', 'unknown', error_class) AS class, count() AS n,
+			argMaxIf(error_message, ts, error_message != '') AS msg
 			FROM usage_events FINAL WHERE ts >= ? AND status != 'ok' GROUP BY class
 		UNION ALL
-		SELECT concat('tool:', status) AS class, count() AS n
+		SELECT concat('tool:', status) AS class, count() AS n, '' AS msg
 			FROM tool_events FINAL WHERE ts >= ? AND status != 'ok' GROUP BY class
 	) ORDER BY n DESC, class LIMIT ?`, in.from(), in.from(), insightRows)
 	if err != nil {
@@ -176,7 +181,7 @@ func insightErrors(ctx context.Context, st *store, in *Insights) error {
 	defer rows.Close()
 	for rows.Next() {
 		var e ErrorInsight
-		if err := rows.Scan(&e.Class, &e.Count); err != nil {
+		if err := rows.Scan(&e.Class, &e.Count, &e.LastMessage); err != nil {
 			return fmt.Errorf("insights: errors: %w", err)
 		}
 		in.Errors = append(in.Errors, e)
@@ -205,9 +210,9 @@ func (in Insights) WriteText(w io.Writer) error {
 	for _, s := range in.Sessions {
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%.6f\t%s\n", s.SessionID, s.Tenant, s.Calls, s.CostUSD, s.Last)
 	}
-	section(tw, "\nErrors", "CLASS\tCOUNT", len(in.Errors))
+	section(tw, "\nErrors", "CLASS\tCOUNT\tLAST MESSAGE", len(in.Errors))
 	for _, e := range in.Errors {
-		fmt.Fprintf(tw, "%s\t%d\n", e.Class, e.Count)
+		fmt.Fprintf(tw, "%s\t%d\t%s\n", e.Class, e.Count, oneLine(e.LastMessage, 100))
 	}
 	return tw.Flush()
 }
@@ -224,3 +229,12 @@ func section(w io.Writer, title, header string, n int) {
 // insightUSD converts nano-USD (kept apart from cost.go's helpers, which
 // change with the cost queries).
 func insightUSD(nano uint64) float64 { return float64(nano) / 1e9 }
+
+// oneLine is s on one line, cut to n characters for a table cell.
+func oneLine(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if r := []rune(s); len(r) > n {
+		return string(r[:n-1]) + "…"
+	}
+	return s
+}

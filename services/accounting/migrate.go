@@ -3,20 +3,24 @@ package accounting
 import (
 	"context"
 	"embed"
+	"errors"
 	"fmt"
 	"io/fs"
 	"math"
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/ClickHouse/clickhouse-go/v2"
 )
 
 //go:embed migrations/*.sql
 var migrationFiles embed.FS
 
 // migration is one versioned schema change; its statements are idempotent
-// (IF NOT EXISTS, or a backfill whose repeat changes nothing) so two
-// processes migrating at once cannot break anything.
+// (IF NOT EXISTS, a backfill whose repeat changes nothing, or an ADD COLUMN
+// whose column already being there counts as done) so two processes
+// migrating at once cannot break anything.
 type migration struct {
 	version    int
 	name       string
@@ -60,7 +64,7 @@ func (s *store) migrateUpTo(ctx context.Context, last int) ([]int, error) {
 			continue
 		}
 		for _, stmt := range m.statements {
-			if err := s.conn.Exec(ctx, stmt); err != nil {
+			if err := s.conn.Exec(ctx, stmt); err != nil && !columnExists(stmt, err) {
 				return applied, fmt.Errorf("migration %03d_%s: %w", m.version, m.name, err)
 			}
 		}
@@ -70,6 +74,14 @@ func (s *store) migrateUpTo(ctx context.Context, last int) ([]int, error) {
 		applied = append(applied, m.version)
 	}
 	return applied, nil
+}
+
+// columnExists: stmt adds a column and ClickHouse refused it because the
+// column is already there (code 44): another process applied it first.
+func columnExists(stmt string, err error) bool {
+	var ex *clickhouse.Exception
+	return strings.HasPrefix(stmt, "ALTER TABLE ") && strings.Contains(stmt, " ADD COLUMN ") &&
+		errors.As(err, &ex) && ex.Code == 44 && strings.Contains(ex.Message, "already exists")
 }
 
 func (s *store) appliedVersions(ctx context.Context) (map[int]bool, error) {

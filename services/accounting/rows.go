@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"google.golang.org/protobuf/proto"
 	"time"
+	"unicode/utf8"
 
 	"github.com/heraldrun/herald/pkg/bus"
 	"github.com/heraldrun/herald/proto/heraldpb"
@@ -39,7 +40,7 @@ var usageKind = eventKind{
 	columns: []string{"event_id", "ts", "tenant", "session_id", "parent_session_id", "task_id", "purpose",
 		"provider", "model", "api_mode", "input_tokens", "output_tokens", "cache_read_tokens",
 		"cache_write_tokens", "reasoning_tokens", "cost_nano_usd", "price_source", "latency_ms",
-		"status", "error_class", "attempt", "is_fallback"},
+		"status", "error_class", "error_message", "attempt", "is_fallback"},
 	decode:    decodeUsage,
 	toColumns: usageColumns,
 }
@@ -77,6 +78,7 @@ func usageColumns(rows []row) []any {
 	var (
 		ids, tenant, session, parent, task, purpose     = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 		provider, model, mode, source, status, class    = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		message                                         = make([]string, n)
 		in, out, cacheRead, cacheWrite, reasoning, cost = make([]uint64, n), make([]uint64, n), make([]uint64, n), make([]uint64, n), make([]uint64, n), make([]uint64, n)
 		ts                                              = make([]time.Time, n)
 		latency                                         = make([]uint32, n)
@@ -93,9 +95,25 @@ func usageColumns(rows []row) []any {
 		cacheWrite[i], reasoning[i], cost[i] = count(u.GetCacheWriteTokens()), count(u.GetReasoningTokens()), e.GetCostNanoUsd()
 		source[i], latency[i], status[i] = e.GetPriceSource(), uint32(clamp(e.GetLatencyMs(), 1<<32-1)), orOK(e.GetStatus())
 		class[i], attempt[i], fallback[i] = e.GetErrorClass(), uint16(clamp(int64(e.GetAttempt()), 1<<16-1)), boolByte(e.GetIsFallback())
+		message[i] = errorMessage(e.GetErrorMessage())
 	}
 	return []any{ids, ts, tenant, session, parent, task, purpose, provider, model, mode, in, out, cacheRead,
-		cacheWrite, reasoning, cost, source, latency, status, class, attempt, fallback}
+		cacheWrite, reasoning, cost, source, latency, status, class, message, attempt, fallback}
+}
+
+// maxErrorMessage bounds a stored error message: the gateway already cuts it
+// to 500 bytes; an event from elsewhere is cut here on a character boundary.
+const maxErrorMessage = 500
+
+func errorMessage(s string) string {
+	if len(s) <= maxErrorMessage {
+		return s
+	}
+	n := maxErrorMessage
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }
 
 func decodeTool(data []byte) (row, error) {

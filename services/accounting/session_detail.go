@@ -35,6 +35,7 @@ type Step struct {
 	Fallback         bool      `json:"is_fallback"`
 	Status           string    `json:"status"`
 	ErrorClass       string    `json:"error_class,omitempty"`
+	ErrorMessage     string    `json:"error_message,omitempty"` // what the provider said, redacted
 	InputTokens      uint64    `json:"input_tokens"`
 	OutputTokens     uint64    `json:"output_tokens"`
 	CacheReadTokens  uint64    `json:"cache_read_tokens"`
@@ -105,7 +106,7 @@ func (s *store) sessionSteps(ctx context.Context, sp sessionSpan, sessions []str
 	in, ids := sessionIn(sessions)
 	args := append(append([]any{sp.tenant, sp.from, sp.to}, ids...), maxSteps)
 	rows, err := s.conn.Query(ctx, "SELECT event_id, session_id, ts, task_id, purpose, provider, model, attempt, is_fallback, status, "+
-		"error_class, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, reasoning_tokens, cost_nano_usd, "+
+		"error_class, error_message, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, reasoning_tokens, cost_nano_usd, "+
 		"latency_ms FROM usage_events WHERE tenant = ? AND ts >= toDateTime(?) AND ts < toDateTime(?) "+
 		"AND "+in+" ORDER BY ts, event_id LIMIT ?", args...)
 	if err != nil {
@@ -117,7 +118,7 @@ func (s *store) sessionSteps(ctx context.Context, sp sessionSpan, sessions []str
 		var st Step
 		var fallback uint8
 		if err := rows.Scan(&st.EventID, &st.SessionID, &st.TS, &st.TaskID, &st.Purpose, &st.Provider, &st.Model, &st.Attempt, &fallback,
-			&st.Status, &st.ErrorClass, &st.InputTokens, &st.OutputTokens, &st.CacheReadTokens, &st.CacheWriteTokens,
+			&st.Status, &st.ErrorClass, &st.ErrorMessage, &st.InputTokens, &st.OutputTokens, &st.CacheReadTokens, &st.CacheWriteTokens,
 			&st.ReasoningTokens, &st.CostNanoUSD, &st.LatencyMs); err != nil {
 			return nil, err
 		}

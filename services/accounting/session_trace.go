@@ -51,6 +51,8 @@ type TraceSpan struct {
 	Step       int       `json:"step"`
 	Status     string    `json:"status"`
 	ErrorClass string    `json:"error_class,omitempty"`
+	// ErrorMessage is what the provider said of a failed attempt (redacted).
+	ErrorMessage string `json:"error_message,omitempty"`
 	// Model attempts.
 	Provider     string `json:"provider,omitempty"`
 	Model        string `json:"model,omitempty"`
@@ -194,7 +196,7 @@ func buildTrace(det SessionDetail, transcripts map[string][]*heraldpb.Transcript
 	var spans []TraceSpan
 	for _, s := range det.Steps {
 		sp := TraceSpan{Kind: "model", Name: "chat " + s.Model, Start: s.TS,
-			DurationMs: int64(s.LatencyMs), Status: s.Status, ErrorClass: s.ErrorClass, Provider: s.Provider,
+			DurationMs: int64(s.LatencyMs), Status: s.Status, ErrorClass: s.ErrorClass, ErrorMessage: s.ErrorMessage, Provider: s.Provider,
 			Model: s.Model, Purpose: s.Purpose, Attempt: s.Attempt, OnFallback: s.Fallback,
 			InputTokens: s.InputTokens + s.CacheReadTokens + s.CacheWriteTokens, CachedTokens: s.CacheReadTokens,
 			OutputTokens: s.OutputTokens, CostNanoUSD: s.CostNanoUSD, seq: int(s.Attempt)}

@@ -3,7 +3,9 @@ package gateway
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/heraldrun/herald/pkg/bus"
 	"github.com/heraldrun/herald/pkg/pricing"
@@ -53,6 +55,7 @@ func (r *callRun) bill(ctx context.Context, ep endpoint, u *heraldpb.Usage, c pr
 	}
 	if ae != nil {
 		ev.Status, ev.ErrorClass = StatusError, string(ae.class)
+		ev.ErrorMessage = usageErrorMessage(ae, ep.apiKey)
 	}
 	telemetry.ModelAttempt(ep.provider, model, ev.ErrorClass, r.tenant, latency, u, cost)
 	r.billed = append(r.billed, r.s.publishUsage(ev))
@@ -65,6 +68,33 @@ func (r *callRun) bill(ctx context.Context, ep endpoint, u *heraldpb.Usage, c pr
 		r.s.log.Warn().Err(err).Str("tenant", r.tenant).Msg("tenant spend not recorded")
 	}
 	return cost
+}
+
+// maxUsageErrorMessage bounds the provider's message a usage event carries
+// (a provider may answer with a page of HTML).
+const maxUsageErrorMessage = 500
+
+// usageErrorMessage is what a failed attempt's usage event says of it: the
+// HTTP status and the provider's own message, redacted (again: the detail
+// already is, and a usage event is stored for good) and cut to
+// maxUsageErrorMessage bytes on a character boundary.
+func usageErrorMessage(ae *attemptError, key string) string {
+	msg := redact(ae.detail, key)
+	if ae.status != 0 {
+		msg = fmt.Sprintf("HTTP %d: %s", ae.status, msg)
+	}
+	return cutUTF8(strings.TrimSpace(msg), maxUsageErrorMessage)
+}
+
+// cutUTF8 cuts s to at most n bytes without splitting a character.
+func cutUTF8(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }
 
 // countPricing counts one attempt: unpriced when its model has no price and

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/heraldrun/herald/pkg/config"
 	"github.com/heraldrun/herald/pkg/scripted"
 	"github.com/heraldrun/herald/proto"
 	"github.com/heraldrun/herald/services/accounting"
@@ -18,7 +19,10 @@ import (
 // with their calls and errors, tools with runs and failures, sessions by
 // cost and the classes of what failed.
 func TestInsightsReportsModelsToolsSessionsAndErrors(t *testing.T) {
-	flaky := scripted.FailFirst(1, scripted.Reply{Status: 500, Body: `{"error":{"message":"The server had an error while processing your request.","type":"server_error"}}`},
+	// The provider's 500 echoes part of the key: its message reaches
+	// insights without it.
+	const key = "e2e-insights-key-0123456789abcdef"
+	flaky := scripted.FailFirst(1, scripted.Reply{Status: 500, Body: `{"error":{"message":"The server had an error while processing your request (key ...insights-key-0123456789abcdef).","type":"server_error"}}`},
 		scripted.Conversation(scripted.Text("fine after one retry")))
 	tools := scripted.Conversation(
 		scripted.Tool("read_file", `{"path":"missing.txt"}`),
@@ -30,7 +34,7 @@ func TestInsightsReportsModelsToolsSessionsAndErrors(t *testing.T) {
 			return flaky(r)
 		}
 		return tools(r)
-	}, WithClickHouse(t))
+	}, WithClickHouse(t), WithConfig(func(c *config.Config) { c.Primary.APIKey = key }))
 	files, retried := NewTask("work with files"), NewTask("a flaky call")
 	require.Equal(t, proto.ExitTextResponse, h.Run(files).ExitReason)
 	require.Equal(t, proto.ExitTextResponse, h.Run(retried).ExitReason)
@@ -61,17 +65,21 @@ func TestInsightsReportsModelsToolsSessionsAndErrors(t *testing.T) {
 	require.Len(t, rep.Sessions, 2)
 	require.Equal(t, files.SessionID, rep.Sessions[0].SessionID, "three calls cost more than one")
 	require.GreaterOrEqual(t, rep.Sessions[0].CostUSD, rep.Sessions[1].CostUSD)
-	classes := map[string]uint64{}
+	classes, messages := map[string]uint64{}, map[string]string{}
 	for _, e := range rep.Errors {
-		classes[e.Class] = e.Count
+		classes[e.Class], messages[e.Class] = e.Count, e.LastMessage
 	}
 	require.Equal(t, map[string]uint64{"server_error": 1, "tool:error": 1}, classes)
+	require.Contains(t, messages["server_error"], "HTTP 500: The server had an error while processing your request (key ...")
+	require.NotContains(t, messages["server_error"], "0123456789abcdef", "no part of the key is stored")
+	require.Empty(t, messages["tool:error"])
 
 	table, code := runHerald(t, env, "insights")
 	require.Equal(t, 0, code, table)
-	for _, want := range []string{"the last 7d (since ", "Top models", "test-model", "Tools", "read_file", "Sessions by cost", files.SessionID, "Errors", "server_error"} {
+	for _, want := range []string{"the last 7d (since ", "Top models", "test-model", "Tools", "read_file", "Sessions by cost", files.SessionID, "Errors", "server_error", "LAST MESSAGE", "HTTP 500: The server had an error"} {
 		require.Contains(t, table, want)
 	}
+	require.NotContains(t, table, "0123456789abcdef")
 	out, code := runHerald(t, env, "insights", "--since", "soon")
 	require.Equal(t, 2, code, out)
 	require.Contains(t, out, "not a duration")
