@@ -69,16 +69,26 @@ func (r *callRun) serve(ctx context.Context) *heraldpb.LLMResponse {
 	return r.failure(lastEp, last)
 }
 
-// onEndpoint makes up to MaxAttempts attempts on ep. An overloaded provider
-// is left at once when a fallback can take over.
+// OverloadedAttempts bounds the attempts on an overloaded provider (HTTP
+// 503/529, Anthropic's overloaded_error) when a fallback can take over: the
+// first and two retries, as the providers' own SDKs retry by default, then
+// the next provider. Without a fallback the whole agent.api_max_retries
+// budget is spent on it; a smaller budget bounds it too.
+const OverloadedAttempts = 3
+
+// onEndpoint makes up to MaxAttempts attempts on ep, and on an overloaded
+// ep at most OverloadedAttempts when a fallback can take over.
 func (r *callRun) onEndpoint(ctx context.Context, ep endpoint, hasNext bool) (modelAnswer, *attemptError) {
 	for try := 1; ; try++ {
 		ans, ae := r.attempt(ctx, ep)
 		if ae == nil {
 			return ans, nil
 		}
-		giveUp := !ae.policy.Retryable || try >= r.s.cfg.MaxAttempts || (hasNext && ae.class == ClassOverloaded)
-		if giveUp {
+		budget := r.s.cfg.MaxAttempts
+		if hasNext && ae.class == ClassOverloaded {
+			budget = min(budget, OverloadedAttempts)
+		}
+		if !ae.policy.Retryable || try >= budget {
 			return modelAnswer{}, ae
 		}
 		wait := retryDelay(r.s.cfg.Retry, try, ae)

@@ -112,11 +112,16 @@ func classifyStatus(se *statusError) *attemptError {
 	class := statusClass(se.status, low)
 	ae := newAttemptError(class, msg, se)
 	ae.status = se.status
-	if class == ClassRateLimit {
+	switch class {
+	case ClassRateLimit:
 		ae.retryAfter = retryAfter(se.header, time.Now())
 		if ae.retryAfter == 0 {
 			ae.retryAfter = rateLimitReset(se.header, low)
 		}
+	case ClassOverloaded:
+		// an overloaded provider may say when to come back (Retry-After on a
+		// 503, as HTTP defines it); the SDKs wait that long before retrying
+		ae.retryAfter = retryAfter(se.header, time.Now())
 	}
 	return ae
 }

@@ -187,6 +187,10 @@ func runConformance(t *testing.T, c *conformanceCase) {
 			APIMode: c.mode, APIKey: conformanceKey}
 		cfg.Pricing = conformancePrices
 		cfg.Profiles = c.overrides()
+		if fb := c.get("fallback"); fb != "" { // the same provider's other model, served by the same replay
+			cfg.Fallbacks = []config.Provider{{Provider: c.provider, Model: fb, BaseURL: cfg.Primary.BaseURL,
+				APIMode: c.mode, APIKey: conformanceKey}}
+		}
 	})
 	ev := r.watch("conf")
 	req := conformanceRequest(r, c)
@@ -253,6 +257,7 @@ var earlierReasoning = []*heraldpb.ReasoningItem{
 
 func checkOutcome(t *testing.T, c *conformanceCase, resp *heraldpb.LLMResponse) {
 	require.NotContains(t, resp.GetError(), conformanceKey, "a key never reaches an error")
+	require.Equal(t, c.has("fallback"), resp.GetIsFallback(), "served by the fallback")
 	if n := c.get("attempts"); n != "" {
 		require.Equal(t, n, strconv.Itoa(int(resp.GetAttempts())), "attempts")
 	}
@@ -303,10 +308,14 @@ func checkUsageAndCost(t *testing.T, c *conformanceCase, r *rig, resp *heraldpb.
 	sort.Slice(events, func(i, j int) bool { return events[i].GetAttempt() < events[j].GetAttempt() })
 	total, totalNano := &heraldpb.Usage{}, uint64(0)
 	for i, w := range wants {
-		want := parseUsage(t, w)
+		model, want := c.model, parseUsage(t, w)
+		if m, ok := usageModel(w); ok {
+			model = m
+		}
 		ev := events[i]
 		require.Equal(t, want, stripUsage(ev.GetUsage()), "usage of attempt %d", i+1)
-		nano := expectedNano(c.model, want)
+		require.Equal(t, model, ev.GetModel(), "the model attempt %d asked", i+1)
+		nano := expectedNano(model, want)
 		if costs := c.fields["cost_nano"]; len(costs) > 0 { // tiers and fees: worked out by hand in the fixture
 			n, err := strconv.ParseUint(costs[i], 10, 64)
 			require.NoError(t, err)
@@ -318,7 +327,7 @@ func checkUsageAndCost(t *testing.T, c *conformanceCase, r *rig, resp *heraldpb.
 			again, err := pricing.Reprice(conformancePrices[c.model], ev.GetUsage(), ev.GetPriceSource())
 			require.NoError(t, err)
 			require.Equal(t, nano, again, "the row and the table alone give its cost again")
-		} else if _, priced := conformancePrices[c.model]; priced {
+		} else if _, priced := conformancePrices[model]; priced {
 			require.Equal(t, PriceConfig, ev.GetPriceSource())
 		} else {
 			require.Equal(t, PriceUnknown, ev.GetPriceSource(), "no guessed price")
@@ -348,19 +357,34 @@ func expectedNano(model string, u *heraldpb.Usage) uint64 {
 	return uint64(math.Round(usd * 1000))
 }
 
-// parseUsage reads "input=1 output=2 cache_read=3 cache_write=4 reasoning=5".
+// parseUsage reads "input=1 output=2 cache_read=3 cache_write=4 reasoning=5"
+// (and skips "model=NAME": usageModel).
 func parseUsage(t *testing.T, s string) *heraldpb.Usage {
 	u := &heraldpb.Usage{}
 	dst := map[string]*int64{"input": &u.InputTokens, "output": &u.OutputTokens, "cache_read": &u.CacheReadTokens,
 		"cache_write": &u.CacheWriteTokens, "reasoning": &u.ReasoningTokens}
 	for _, kv := range strings.Fields(s) {
 		k, v, _ := strings.Cut(kv, "=")
+		if k == "model" {
+			continue
+		}
 		n, err := strconv.ParseInt(v, 10, 64)
 		require.NoError(t, err, s)
 		require.Contains(t, dst, k, s)
 		*dst[k] = n
 	}
 	return u
+}
+
+// usageModel is the model a usage line names (model=NAME: an attempt on
+// the fallback), if it names one.
+func usageModel(s string) (string, bool) {
+	for _, kv := range strings.Fields(s) {
+		if k, v, _ := strings.Cut(kv, "="); k == "model" {
+			return v, true
+		}
+	}
+	return "", false
 }
 
 // checkWire checks what the gateway sent: request_has PATH[=JSON],

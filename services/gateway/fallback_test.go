@@ -58,12 +58,95 @@ func TestExhaustedRetriesFallBack(t *testing.T) {
 	require.Equal(t, int32(4), resp.GetAttempts())
 }
 
-func TestOverloadedPrimaryFallsBackWithoutRetrying(t *testing.T) {
-	tune, _ := withBackup(t, scripted.Conversation(scripted.Text("backup answer")))
-	r := newRig(t, scripted.Conversation(scripted.Reply{Status: 529, Body: `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`}), tune)
+// anthropicOverloaded is the body Anthropic documents for HTTP 529
+// (https://docs.anthropic.com/en/api/errors: overloaded_error, "the API is
+// temporarily overloaded").
+const anthropicOverloaded = `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`
+
+func anthropicPrimary(c *Config) {
+	c.Primary = config.Provider{Provider: "anthropic", Model: "claude-haiku-4-5", BaseURL: c.Primary.BaseURL, APIKey: "k"}
+}
+
+func TestOverloadedPrimaryRetriesThenFallsBack(t *testing.T) {
+	tune, backup := withBackup(t, scripted.Conversation(scripted.Text("backup answer")))
+	r := newRig(t, scripted.Conversation(scripted.Reply{Status: 529, Body: anthropicOverloaded}), anthropicPrimary, tune,
+		func(c *Config) { c.MaxAttempts = 5 })
+	ev := r.watch("f3")
 	resp := r.call(r.request("f3", "hello"))
+
+	require.Empty(t, resp.GetError())
 	require.Equal(t, "backup answer", resp.GetMessage().GetContent())
-	require.Equal(t, 1, r.model.Calls())
+	require.True(t, resp.GetIsFallback())
+	require.Equal(t, OverloadedAttempts, r.model.Calls(), "the first attempt and two retries, not the whole budget of 5")
+	require.Equal(t, 1, backup.Calls())
+	require.Equal(t, int32(OverloadedAttempts+1), resp.GetAttempts())
+
+	require.Eventually(t, func() bool { return len(ev.ofType(proto.EventFallback)) == 1 }, 5*time.Second, 5*time.Millisecond)
+	retries := ev.ofType(proto.EventRetry)
+	require.Len(t, retries, OverloadedAttempts-1)
+	for _, e := range retries {
+		require.Equal(t, "anthropic", e.Provider)
+		require.Equal(t, string(ClassOverloaded), e.Status)
+	}
+	require.Equal(t, string(ClassOverloaded), ev.ofType(proto.EventFallback)[0].Status)
+	usage := r.usageEvents()
+	require.Len(t, usage, OverloadedAttempts+1, "every attempt is billed")
+	for _, u := range usage[:OverloadedAttempts] {
+		require.Equal(t, string(ClassOverloaded), u.GetErrorClass())
+	}
+}
+
+func TestOverloadedPrimaryThatRecoversKeepsTheCall(t *testing.T) {
+	tune, backup := withBackup(t, scripted.Conversation(scripted.Text("backup answer")))
+	r := newRig(t, scripted.FailFirst(OverloadedAttempts-1, scripted.Reply{Status: 529, Body: anthropicOverloaded},
+		scripted.Conversation(scripted.Text("primary answer"))), anthropicPrimary, tune)
+	resp := r.call(r.request("f3b", "hello"))
+	require.Equal(t, "primary answer", resp.GetMessage().GetContent())
+	require.False(t, resp.GetIsFallback())
+	require.Equal(t, OverloadedAttempts, r.model.Calls())
+	require.Zero(t, backup.Calls(), "a brief overload does not move the call")
+}
+
+func TestOverloadedWaitsTheProvidersRetryAfter(t *testing.T) {
+	tune, _ := withBackup(t, scripted.Conversation(scripted.Text("backup answer")))
+	slow := scripted.Reply{Status: 529, Body: anthropicOverloaded, Header: map[string]string{"retry-after-ms": "40"}}
+	r := newRig(t, scripted.FailFirst(1, slow, scripted.Conversation(scripted.Text("primary answer"))), anthropicPrimary, tune)
+	ev := r.watch("f3c")
+	resp := r.call(r.request("f3c", "hello"))
+	require.Equal(t, "primary answer", resp.GetMessage().GetContent())
+	require.Eventually(t, func() bool { return len(ev.ofType(proto.EventRetry)) == 1 }, 5*time.Second, 5*time.Millisecond)
+	require.Contains(t, ev.ofType(proto.EventRetry)[0].Message, "retrying in 40ms ", "the provider's delay, not the 1–5 ms backoff")
+}
+
+func TestOverloadedWithoutFallbackSpendsTheWholeBudget(t *testing.T) {
+	r := newRig(t, scripted.Conversation(scripted.Reply{Status: 529, Body: anthropicOverloaded}), anthropicPrimary,
+		func(c *Config) { c.MaxAttempts = 5 })
+	resp := r.call(r.request("f3d", "hello"))
+	require.Equal(t, string(ClassOverloaded), resp.GetErrorClass())
+	require.Equal(t, 5, r.model.Calls(), "agent.api_max_retries attempts")
+	require.Contains(t, resp.GetError(), "after 5 attempts")
+}
+
+func TestSmallRetryBudgetBoundsTheOverloadedRetries(t *testing.T) {
+	tune, backup := withBackup(t, scripted.Conversation(scripted.Text("backup answer")))
+	r := newRig(t, scripted.Conversation(scripted.Reply{Status: 529, Body: anthropicOverloaded}), anthropicPrimary, tune,
+		func(c *Config) { c.MaxAttempts = 1 })
+	resp := r.call(r.request("f3e", "hello"))
+	require.Equal(t, "backup answer", resp.GetMessage().GetContent())
+	require.Equal(t, 1, r.model.Calls(), "api_max_retries: 1 means one try")
+	require.Equal(t, 1, backup.Calls())
+}
+
+func TestOpenAIOverloaded503RetriesThenFallsBack(t *testing.T) {
+	tune, _ := withBackup(t, scripted.Conversation(scripted.Text("backup answer")))
+	// OpenAI documents 503 "The engine is currently overloaded, please try again
+	// later", here in its usual error shape
+	// (https://platform.openai.com/docs/guides/error-codes)
+	overloaded := scripted.Reply{Status: 503, Body: `{"error":{"message":"The engine is currently overloaded, please try again later","type":"server_error","param":null,"code":null}}`}
+	r := newRig(t, scripted.Conversation(overloaded), tune)
+	resp := r.call(r.request("f3f", "hello"))
+	require.Equal(t, "backup answer", resp.GetMessage().GetContent())
+	require.Equal(t, OverloadedAttempts, r.model.Calls())
 }
 
 func TestWholeChainFailingReportsTheLastError(t *testing.T) {

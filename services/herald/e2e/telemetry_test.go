@@ -23,10 +23,11 @@ import (
 const secretKey = "sk-telemetry-test-key-that-must-not-leak"
 
 // tracedScript writes a file, reads it back, notes it in memory (the memory
-// service's tool) and answers. The first attempt of every step fails: with
-// 500 (retried on the same provider), except the second step's 503, which
-// moves it to the fallback at once (an overloaded provider is left when a
-// fallback can take over).
+// service's tool) and answers. The first attempt of every step fails with
+// 500 (retried on the same provider), except the second step, which the
+// primary model m answers with 503 overloaded every time: it is retried
+// twice (three attempts, gateway.OverloadedAttempts) and then served by the
+// fallback, which keeps the rest of the turn.
 func tracedScript() scripted.Script {
 	steps := scripted.Conversation(
 		scripted.Tool("write_file", `{"path":"traced.txt","content":"seen from outside"}`),
@@ -43,7 +44,7 @@ func tracedScript() scripted.Script {
 		failed[step] = true
 		mu.Unlock()
 		switch {
-		case first && step == 1:
+		case step == 1 && r.Model == "m":
 			return scripted.Reply{Status: 503, Body: `{"error":{"message":"overloaded, try again"}}`}
 		case first:
 			return scripted.Reply{Status: 500, Body: `{"error":{"message":"internal error"}}`}
@@ -134,6 +135,8 @@ func TestOneSessionIsOneTraceAcrossServiceProcesses(t *testing.T) {
 			fallbacks++
 			require.Equal(t, "backup", chat.Attrs["gen_ai.response.model"])
 			require.Equal(t, true, chat.Attrs["herald.is_fallback"])
+			require.Equal(t, []string{"retry", "retry", "fallback"}, chat.Events, "the overloaded primary is retried twice, then left")
+			require.Equal(t, int64(4), chat.Attrs["herald.attempts"], "three attempts on the primary, one on the fallback")
 		}
 	}
 	require.Equal(t, map[string]int{"[tool_calls]": 3, "[stop]": 1}, finishes)
@@ -234,6 +237,7 @@ func TestOperationsDashboardQueriesMatchARealScrape(t *testing.T) {
 	require.Equal(t, 1.0, sample(texts, `herald_turns_finished_total{exit_reason="text_response"}`))
 	require.Equal(t, 0.0, sample(texts, "herald_sessions_active"), "the session's turn is over")
 	require.Equal(t, 3.0, sample(texts, `herald_model_retries_total{error_class="server_error",provider="openai"}`))
+	require.Equal(t, 2.0, sample(texts, `herald_model_retries_total{error_class="overloaded",provider="openai"}`))
 	require.Equal(t, 1.0, sample(texts, `herald_model_fallbacks_total{error_class="overloaded",provider="openai"}`))
 	require.Equal(t, 1.0, sample(texts, `herald_dead_letters_total{stream="TASKS"}`))
 	require.Positive(t, sample(texts, `herald_spend_usd_total{tenant="default"}`))
