@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"text/tabwriter"
 	"time"
 
@@ -95,11 +96,7 @@ func listKeys(ctx context.Context, js jetstream.JetStream, cio cliIO, jsonOut bo
 		return exitFail
 	}
 	if jsonOut {
-		if keys == nil {
-			keys = []api.Key{}
-		}
-		data, _ := json.Marshal(keys)
-		fmt.Fprintln(cio.out, string(data))
+		printJSONList(cio.out, keys)
 		return exitOK
 	}
 	tw := tabwriter.NewWriter(cio.out, 0, 2, 2, ' ', 0)
@@ -124,4 +121,13 @@ func ensureKeysBucket(ctx context.Context, js jetstream.JetStream, replicas int)
 		}
 	}
 	return nil
+}
+
+// printJSONList prints list as one JSON array, [] when it is empty.
+func printJSONList[T any](w io.Writer, list []T) {
+	if list == nil {
+		list = []T{}
+	}
+	data, _ := json.Marshal(list)
+	fmt.Fprintln(w, string(data))
 }

@@ -103,11 +103,7 @@ func listSchedules(ctx context.Context, js jetstream.JetStream, cio cliIO, jsonO
 		return exitFail
 	}
 	if jsonOut {
-		if list == nil {
-			list = []api.Schedule{}
-		}
-		data, _ := json.Marshal(list)
-		fmt.Fprintln(cio.out, string(data))
+		printJSONList(cio.out, list)
 		return exitOK
 	}
 	tw := tabwriter.NewWriter(cio.out, 0, 2, 2, ' ', 0)
