@@ -225,7 +225,10 @@ func TestChatUsesARunningHerald(t *testing.T) {
 	require.NoError(t, err)
 	defer model.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
+	// cancelled after herald up's own cleanup (cleanups run last first):
+	// a cancel at return would kill it before it stops the private
+	// ClickHouse it started in data, which then still writes there
+	t.Cleanup(cancel)
 	port := freePort(t)
 	url := fmt.Sprintf("nats://127.0.0.1:%d", port)
 	data := t.TempDir()

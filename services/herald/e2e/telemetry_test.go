@@ -44,7 +44,7 @@ func tracedScript() scripted.Script {
 		failed[step] = true
 		mu.Unlock()
 		switch {
-		case step == 1 && r.Model == "m":
+		case step == 1 && r.Model != "backup": // the primary, whatever its name, is overloaded
 			return scripted.Reply{Status: 503, Body: `{"error":{"message":"overloaded, try again"}}`}
 		case first:
 			return scripted.Reply{Status: 500, Body: `{"error":{"message":"internal error"}}`}

@@ -47,16 +47,16 @@ func TestSessionTracePageInHeadlessChromium(t *testing.T) {
 			return false
 		}
 		defer resp.Body.Close()
-		return json.NewDecoder(resp.Body).Decode(&tr) == nil && countKinds(tr)["model"] == 8 && countKinds(tr)["tool"] == 3
+		return json.NewDecoder(resp.Body).Decode(&tr) == nil && countKinds(tr)["model"] == 10 && countKinds(tr)["tool"] == 3
 	}, 30*time.Second, 100*time.Millisecond, "the session's attempts and tool runs never all reached ClickHouse")
 	require.Empty(t, tr.Transcript, "the transcript was read")
 
 	shot := filepath.Join(artifacts(t), "session-trace.png")
 	dom := chromium(t, srv.URL+"/sessions/"+task.SessionID+"/trace", shot)
-	require.Equal(t, 11, strings.Count(dom, `class="span-row `), "one row per attempt and tool run")
-	require.Equal(t, 3, strings.Count(dom, `class="tag retry"`), "the three retried steps are marked")
+	require.Equal(t, 13, strings.Count(dom, `class="span-row `), "one row per attempt and tool run")
+	require.Equal(t, 5, strings.Count(dom, `class="tag retry"`), "every retry is marked: one in each of three steps, two of the overloaded primary before its fallback")
 	require.Equal(t, 1, strings.Count(dom, `class="tag fallback"`), "the fallback is marked")
-	require.Equal(t, 4, strings.Count(dom, `class="tag error"`), "the four failed attempts are marked")
+	require.Equal(t, 6, strings.Count(dom, `class="tag error"`), "the six failed attempts are marked")
 	require.Contains(t, dom, "execute_tool write_file")
 	require.Regexp(t, `arguments:<pre>\{"(content":"seen from outside","path":"traced.txt|path":"traced.txt","content":"seen from outside)"\}</pre>`, dom, "tool arguments")
 	require.Contains(t, dom, "wrote 17 bytes", "tool results")
@@ -64,7 +64,7 @@ func TestSessionTracePageInHeadlessChromium(t *testing.T) {
 	require.Contains(t, dom, "write traced.txt, read it back", "the turn's prompt")
 
 	bars := timelineBars(t, shot)
-	require.Len(t, bars, 11, "a bar per row on the timeline (screenshot %s)", shot)
+	require.Len(t, bars, 13, "a bar per row on the timeline (screenshot %s)", shot)
 	for i := 1; i < len(bars); i++ {
 		require.GreaterOrEqual(t, bars[i].Min.X, bars[i-1].Min.X, "each row starts no earlier than the one above it")
 		require.Greater(t, bars[i].Min.Y, bars[i-1].Max.Y, "rows do not overlap")
@@ -74,7 +74,7 @@ func TestSessionTracePageInHeadlessChromium(t *testing.T) {
 	for _, b := range bars {
 		colors[b.kind]++
 	}
-	require.Equal(t, map[string]int{"model": 4, "failed": 4, "tool": 3}, colors)
+	require.Equal(t, map[string]int{"model": 4, "failed": 6, "tool": 3}, colors)
 	t.Logf("session trace screenshot: %s", shot)
 }
 
