@@ -68,61 +68,35 @@ func readContextFiles(root string, req proto.ContextFilesRequest) proto.ContextF
 }
 
 // openContextWorkspace opens the session's folder under the runner's root,
-// read-only and by the rules of tool calls: a bound session's folder lies
-// in tenants/<tenant>/, an unbound one never in tenants/. Every folder on
-// the way must be a real folder, not a symlink.
-func openContextWorkspace(root, tenant, workspace string) (*os.Root, error) {
-	var parts []string
-	for _, p := range strings.Split(workspace, "/") {
-		if p != "" && p != "." {
-			parts = append(parts, p)
-		}
-	}
-	if strings.HasPrefix(workspace, "/") || hasDotDot(workspace) {
-		return nil, fmt.Errorf("workspace %q: %w", workspace, ErrOutsideWorkspace)
+// read-only and by the rules of tool calls (workspaceParts, workspace.enter:
+// every folder on the way a real folder, opened as the one Lstat saw): a
+// bound session's folder lies in tenants/<tenant>/, an unbound one never in
+// tenants/. Nothing is created.
+func openContextWorkspace(root, tenant, folder string) (*os.Root, error) {
+	parts, err := workspaceParts(folder)
+	if err != nil {
+		return nil, err
 	}
 	inTenants := len(parts) > 0 && parts[0] == bus.TenantsFolder
 	switch {
 	case tenant == "" && inTenants:
-		return nil, fmt.Errorf("workspace %q: %w: only a tenant's session works in %s/", workspace, ErrOutsideWorkspace, bus.TenantsFolder)
+		return nil, fmt.Errorf("workspace %q: %w: only a tenant's session works in %s/", folder, ErrOutsideWorkspace, bus.TenantsFolder)
 	case tenant != "" && (!proto.IsToken(tenant) || len(parts) < 2 || !inTenants || parts[1] != tenant):
-		return nil, fmt.Errorf("workspace %q: %w: not in the folder of tenant %q", workspace, ErrOutsideWorkspace, tenant)
+		return nil, fmt.Errorf("workspace %q: %w: not in the folder of tenant %q", folder, ErrOutsideWorkspace, tenant)
 	}
 	cur, err := os.OpenRoot(root)
 	if err != nil {
 		return nil, fmt.Errorf("workspace root: %w", err)
 	}
 	for _, p := range parts {
-		next, err := openRealFolder(cur, p)
+		next, err := (workspace{}).enter(cur, p, false)
 		_ = cur.Close()
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("workspace %q: %w", folder, err)
 		}
 		cur = next
 	}
 	return cur, nil
-}
-
-// openRealFolder opens the folder name in r, refusing a symlink: the folder
-// opened must be the very one Lstat saw, so a swap in between is caught.
-func openRealFolder(r *os.Root, name string) (*os.Root, error) {
-	seen, err := r.Lstat(name)
-	if err != nil {
-		return nil, err
-	}
-	if !seen.IsDir() {
-		return nil, fmt.Errorf("workspace folder %q is not a folder (%s): %w", name, seen.Mode().Type(), ErrOutsideWorkspace)
-	}
-	sub, err := r.OpenRoot(name)
-	if err != nil {
-		return nil, err
-	}
-	opened, err := sub.Stat(".")
-	if err != nil || !os.SameFile(seen, opened) {
-		_ = sub.Close()
-		return nil, fmt.Errorf("workspace folder %q changed while it was opened: %w", name, ErrOutsideWorkspace)
-	}
-	return sub, nil
 }
 
 // readContextFile reads one context file of ws. found is false when there
