@@ -29,8 +29,9 @@ type stream struct {
 	// abortAsk ends a prompt of ask the server no longer waits for.
 	abortAsk func()
 
-	answer    strings.Builder // text streamed in the current step
-	interrupt bool
+	answer     strings.Builder // text streamed in the current step
+	answerStep int             // the step answer's deltas belong to
+	interrupt  bool
 
 	open   *question     // the approval or clarify prompt on screen
 	queued []proto.Event // questions asked while another is open
@@ -182,12 +183,16 @@ func (s *stream) onEvent(data []byte) {
 	}
 	switch ev.Type {
 	case proto.EventState:
-		if ev.State == proto.StateThinking && s.answer.Len() > 0 {
+		// The loop's state and the gateway's deltas travel on different
+		// connections: a step's "thinking" may arrive after its first
+		// deltas, and must not end the text it began.
+		if ev.State == proto.StateThinking && s.answer.Len() > 0 && ev.Step > s.answerStep {
 			fmt.Fprintln(s.cio.out)
 			s.answer.Reset()
 		}
 	case proto.EventDelta:
 		s.answer.WriteString(ev.Delta)
+		s.answerStep = ev.Step
 		fmt.Fprint(s.cio.out, ev.Delta)
 	case proto.EventToolStarted:
 		if s.answer.Len() > 0 {
