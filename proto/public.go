@@ -224,6 +224,9 @@ type Input struct {
 }
 
 // Interrupt stops a session's current turn (herald.session.<sid>.interrupt); the body may be empty.
+// With TaskID it stops only that task's turn, also when it arrives before the
+// turn began (the task still waiting): the task then ends interrupted as it starts.
 type Interrupt struct {
 	Reason string `json:"reason,omitempty"`
+	TaskID string `json:"task_id,omitempty"`
 }

@@ -280,7 +280,7 @@ func (s *Service) cancelRun(w http.ResponseWriter, r *http.Request, p principal)
 	if rn.Bound {
 		subject = bus.TenantSessionInterrupt(rn.Tenant, rn.SessionID)
 	}
-	if err := bus.PublishJSON(ctx, s.deps.JS, subject, "", proto.Interrupt{Reason: "cancelled through the API"}); err != nil {
+	if err := bus.PublishJSON(ctx, s.deps.JS, subject, "", proto.Interrupt{Reason: "cancelled through the API", TaskID: rn.ID}); err != nil {
 		return errors.Join(errUnavailable, err)
 	}
 	writeJSON(w, http.StatusAccepted, runView{RunID: rn.ID, SessionID: rn.SessionID, Tenant: rn.Tenant,

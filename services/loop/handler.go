@@ -2,6 +2,7 @@ package loop
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
@@ -36,16 +37,18 @@ func (s *Service) handleTask(ctx context.Context, msg jetstream.Msg) error {
 		return err
 	}
 	id := strconv.FormatUint(meta.Sequence.Stream, 36) + strconv.FormatInt(meta.Timestamp.UnixMilli(), 36)
+	// Only a task id its sender chose can have been interrupted already.
+	cancelled := task.TaskID != "" && task.SessionID != "" && s.interruptedBeforeStart(ctx, task)
 	if task.SessionID == "" {
 		task.SessionID = "s" + id
 	}
 	if task.TaskID == "" {
 		task.TaskID = "t" + id
 	}
-	return s.advance(ctx, task.SessionID, func(t *txn) error { return s.startTurn(ctx, t, task, meta.Timestamp) })
+	return s.advance(ctx, task.SessionID, func(t *txn) error { return s.startTurn(ctx, t, task, meta.Timestamp, cancelled) })
 }
 
-func (s *Service) startTurn(ctx context.Context, t *txn, task proto.Task, published time.Time) error {
+func (s *Service) startTurn(ctx context.Context, t *txn, task proto.Task, published time.Time, cancelled bool) error {
 	if t.st != nil && t.st.TaskID == task.TaskID && t.st.Turn > 0 {
 		t.noop = true // a redelivered task that already started
 		return nil
@@ -93,6 +96,10 @@ func (s *Service) startTurn(ctx context.Context, t *txn, task proto.Task, publis
 		}
 	}
 	t.appendMsg(&heraldpb.ChatMessage{Role: "user", Content: task.Prompt})
+	if cancelled {
+		t.state(proto.StateIdle)
+		return s.finish(t, proto.ExitInterrupted, "The user interrupted this turn before it finished.", "")
+	}
 	st.Recall = s.fetchRecall(ctx, st.Tenant, task.Prompt)
 	t.state(proto.StateIdle)
 	return s.requestModel(t, nil, nextStep)
@@ -423,9 +430,21 @@ func (s *Service) handleInterrupt(ctx context.Context, msg jetstream.Msg) error 
 	if err != nil {
 		return err
 	}
+	var in proto.Interrupt
+	_ = json.Unmarshal(msg.Data(), &in) // any other body stops the current turn, as it always did
 	return s.advance(ctx, sid, func(t *txn) error {
+		if in.TaskID != "" && (t.st == nil || t.st.TaskID != in.TaskID) {
+			return s.notStarted(t, meta.NumDelivered)
+		}
 		if tenant != "" && (t.st == nil || t.st.BoundTenant != tenant) {
 			return bus.Permanent(fmt.Errorf("interrupt from tenant %q for session %s, which is not bound to it", tenant, sid))
+		}
+		if in.TaskID != "" && !t.st.active() {
+			t.noop = true // that task's turn already ended
+			return nil
+		}
+		if in.TaskID != "" {
+			return s.finish(t, proto.ExitInterrupted, "The user interrupted this turn before it finished.", "")
 		}
 		if t.st == nil || !t.st.active() || meta.Timestamp.UnixMilli() < t.st.TurnStartedMs {
 			t.noop = true

@@ -1,0 +1,60 @@
+package api_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/heraldrun/herald/pkg/bus"
+	"github.com/heraldrun/herald/proto"
+	"github.com/stretchr/testify/require"
+)
+
+// A run cancelled before the loop took its task (no loop runs yet, so the
+// task waits in its stream) ends interrupted when the loop starts, without
+// a model call; a run started after is not touched.
+func TestCancelBeforeTheLoopTookTheTaskEndsItUnstarted(t *testing.T) {
+	s := startStack(t)
+	s.serveAPI(t)
+
+	plain := startRun(t, s.instance, "", map[string]any{"prompt": "say: never said"})
+	r := call(t, "POST", s.URL+"/v1/runs/"+plain.RunID+"/cancel", "", nil, nil)
+	require.Equal(t, http.StatusAccepted, r.StatusCode)
+
+	// A key's run goes on its tenant's subjects, its cancel too.
+	out, errOut, code := s.cli(t, "keys", "create", "--tenant", "acme")
+	require.Equal(t, 0, code, errOut)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	key := lines[len(lines)-1]
+	keyed := startRun(t, s.instance, key, map[string]any{"prompt": "say: never said either"})
+	r = call(t, "POST", s.URL+"/v1/runs/"+keyed.RunID+"/cancel", key, nil, nil)
+	require.Equal(t, http.StatusAccepted, r.StatusCode)
+
+	s.start(t, "serve", "loop", "gateway", "toolrunner")
+	st := waitRun(t, s.instance, key, keyed.RunID)
+	require.Equal(t, "cancelled", st.Status)
+	require.Equal(t, proto.ExitInterrupted, st.Result.ExitReason)
+	// The first run is no key's (a key's requests see only its tenant's
+	// runs): its stored result says how it ended.
+	js := s.js(t)
+	var res proto.Result
+	require.Eventually(t, func() bool {
+		m, err := bus.LastOnSubject(ctxT(t, 5*time.Second), js, bus.StreamSessions, bus.SessionResult(plain.SessionID))
+		return err == nil && json.Unmarshal(m.Data, &res) == nil
+	}, 60*time.Second, 20*time.Millisecond)
+	require.Equal(t, plain.RunID, res.TaskID)
+	require.Equal(t, proto.ExitInterrupted, res.ExitReason)
+	require.Zero(t, s.model.Calls(), "a run cancelled before it started never asks the model")
+
+	after := startRun(t, s.instance, key, map[string]any{"prompt": "say: still here"})
+	st = waitRun(t, s.instance, key, after.RunID)
+	require.Equal(t, "completed", st.Status)
+	require.Equal(t, "still here", st.Result.FinalResponse)
+	// The same session, continued after its cancelled first turn, answers too.
+	next := startRun(t, s.instance, key, map[string]any{"prompt": "say: continued", "session_id": keyed.SessionID})
+	st = waitRun(t, s.instance, key, next.RunID)
+	require.Equal(t, "completed", st.Status)
+	require.Equal(t, "continued", st.Result.FinalResponse)
+}
