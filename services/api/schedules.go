@@ -41,7 +41,38 @@ type Schedule struct {
 	// LastOutcome is the last fire's run status (filled in when listed).
 	LastOutcome string `json:"last_outcome,omitempty"`
 	Fires       int    `json:"fires"`
+	// Missed is the missed-fire policy (MissedRunOnce or MissedSkip): what
+	// becomes of a fire JetStream could only make late, NATS having been
+	// down at its time.
+	Missed      string    `json:"missed,omitempty"`
+	MissedFires int       `json:"missed_fires"`
+	LastMissed  time.Time `json:"last_missed,omitzero"`
+	// RecentFires are the last fires handled, newest last: a fire
+	// delivered again finds here what was decided for it.
+	RecentFires []Fire `json:"recent_fires,omitempty"`
 }
+
+// Fire is one fire of a schedule as handled: run (RunID) or missed.
+type Fire struct {
+	At     time.Time `json:"at"`
+	Due    time.Time `json:"due"`
+	RunID  string    `json:"run_id,omitempty"`
+	Missed bool      `json:"missed,omitempty"`
+	Late   bool      `json:"late,omitempty"`
+}
+
+// The missed-fire policies. A fire is late when JetStream made it more than
+// the schedule's grace (half its interval, at most a minute) after it was
+// due: NATS was down at its time (JetStream fires a schedule's missed
+// times once, when it is back). run-once runs that one late fire;
+// skip records it as missed and runs nothing.
+const (
+	MissedRunOnce = "run-once"
+	MissedSkip    = "skip"
+)
+
+// recentFires is how many handled fires a schedule remembers.
+const recentFires = 20
 
 // ErrInvalidSchedule says a schedule could not be created as asked.
 var ErrInvalidSchedule = errors.New("invalid schedule")
@@ -98,6 +129,23 @@ func (sc *Schedule) pattern(now time.Time) (string, time.Time, error) {
 	return "0 " + sc.Cron, next.UTC(), nil // JetStream's cron has a seconds field first
 }
 
+// grace is how late a fire may be made and still count as on time: half
+// the schedule's interval, at least a second and at most a minute.
+func (sc *Schedule) grace() time.Duration {
+	interval := time.Minute
+	if d, err := time.ParseDuration(sc.Every); err == nil && sc.Every != "" {
+		interval = d
+	}
+	if c, err := parseCron(sc.Cron); err == nil && sc.Cron != "" {
+		if a, ok := c.next(time.Now().UTC()); ok {
+			if b, ok := c.next(a); ok {
+				interval = b.Sub(a)
+			}
+		}
+	}
+	return min(time.Minute, max(time.Second, interval/2))
+}
+
 // AddSchedule validates and stores sc and hands it to JetStream to fire.
 func AddSchedule(ctx context.Context, js jetstream.JetStream, sc Schedule) (Schedule, error) {
 	if strings.TrimSpace(sc.Prompt) == "" || len(sc.Prompt) > proto.MaxPromptBytes {
@@ -108,6 +156,13 @@ func AddSchedule(ctx context.Context, js jetstream.JetStream, sc Schedule) (Sche
 	}
 	if sc.MaxCostUSD < 0 {
 		return Schedule{}, fmt.Errorf("%w: max cost must not be negative", ErrInvalidSchedule)
+	}
+	switch sc.Missed {
+	case "":
+		sc.Missed = MissedRunOnce
+	case MissedRunOnce, MissedSkip:
+	default:
+		return Schedule{}, fmt.Errorf("%w: missed %q: %s or %s", ErrInvalidSchedule, sc.Missed, MissedRunOnce, MissedSkip)
 	}
 	now := time.Now().UTC()
 	if _, _, err := sc.pattern(now); err != nil {
@@ -265,11 +320,14 @@ func RemoveSchedule(ctx context.Context, js jetstream.JetStream, id string) erro
 // that turns fires into tasks.
 const scheduleConsumer = "api-schedule-fires"
 
+// fireAckWait is how soon a fire whose api process died is delivered again.
+const fireAckWait = 10 * time.Second
+
 // followFires consumes fired schedule messages.
 func (s *Service) followFires(ctx context.Context) (jetstream.ConsumeContext, error) {
 	cons, err := s.deps.JS.CreateOrUpdateConsumer(ctx, bus.StreamSchedules, jetstream.ConsumerConfig{
 		Durable: scheduleConsumer, FilterSubject: bus.ScheduleFireFilter, AckPolicy: jetstream.AckExplicitPolicy,
-		AckWait: 30 * time.Second, MaxDeliver: -1})
+		AckWait: fireAckWait, MaxDeliver: -1})
 	if err != nil {
 		return nil, fmt.Errorf("schedule consumer: %w", err)
 	}
@@ -283,27 +341,37 @@ func (s *Service) followFires(ctx context.Context) (jetstream.ConsumeContext, er
 	})
 }
 
-// fire starts the run of one fire, once: its id is the schedule's id and
-// the fire's time, so a redelivered fire finds its run and stops there.
+// fire handles one fire, once, in two steps each safe to repeat when the
+// fire is delivered again (its api process killed half way): the schedule
+// records the fire and what was decided for it (run, or missed by its
+// policy), then the fire's run starts; its id is the schedule's id and the
+// fire's time, so a second start finds the first.
 func (s *Service) fire(m jetstream.Msg) error {
-	ctx, cancel := context.WithTimeout(s.bg, 30*time.Second)
+	ctx, cancel := context.WithTimeout(s.bg, fireAckWait-2*time.Second)
 	defer cancel()
 	id := strings.TrimSuffix(strings.TrimPrefix(m.Subject(), "herald.schedule."), ".fire")
-	sc, err := getSchedule(ctx, s.runs.kv, id)
+	meta, err := m.Metadata()
+	if err != nil {
+		return err
+	}
+	at := meta.Timestamp.UTC().Truncate(time.Second)
+	var next time.Time
+	if h := m.Headers().Get("Nats-Schedule-Next"); h != "" {
+		if t, err := time.Parse(time.RFC3339Nano, h); err == nil {
+			next = t.UTC()
+		}
+	}
+	sc, f, err := s.recordFire(ctx, id, at, next)
 	if errors.Is(err, ErrNoSuchSchedule) {
 		return nil // removed since
 	}
 	if err != nil {
 		return err
 	}
-	meta, err := m.Metadata()
-	if err != nil {
-		return err
-	}
-	at := meta.Timestamp.UTC().Truncate(time.Second)
-	runID := fmt.Sprintf("%s_%d", sc.ID, at.Unix())
-	if _, err := s.runs.get(ctx, principal{}, runID); err == nil {
-		return nil // this fire's run exists
+	crashPoint("schedule-fire-recorded")
+	if f.Missed {
+		s.log.Info().Str("schedule_id", sc.ID).Time("due", f.Due).Time("fired", f.At).Msg("schedule fire missed (NATS was down at its time); skipped by its policy")
+		return nil
 	}
 	task := proto.Task{Prompt: sc.Prompt, SessionID: fmt.Sprintf("sess_%s_%d", sc.ID, at.Unix()), Model: sc.Model,
 		MaxCostUSD: sc.MaxCostUSD, Tenant: sc.Tenant, Metadata: map[string]string{"schedule_id": sc.ID}}
@@ -311,20 +379,91 @@ func (s *Service) fire(m jetstream.Msg) error {
 	if sc.KeyID != "" {
 		p.key = Key{ID: sc.KeyID, Tenant: sc.Tenant}
 	}
-	rn := &run{ID: runID, Kind: kindSchedule, Task: task}
+	rn := &run{ID: f.RunID, Kind: kindSchedule, Task: task}
 	if _, err := s.startRun(ctx, p, rn); err != nil {
 		var e *apiError
 		if errors.As(err, &e) && e.code == "run_exists" {
-			return nil
+			return s.resumeFire(ctx, f.RunID)
 		}
 		return err
 	}
-	sc.LastFire, sc.LastRunID, sc.LastSessID = at, rn.ID, rn.SessionID
-	sc.Fires++
-	if next := m.Headers().Get("Nats-Schedule-Next"); next != "" {
-		if t, err := time.Parse(time.RFC3339Nano, next); err == nil {
-			sc.NextFire = t.UTC()
-		}
+	crashPoint("schedule-fire-started")
+	return nil
+}
+
+// resumeFire makes sure the task of a fire's run, recorded by a process
+// that died before or after publishing it, went out: it is published again
+// under the same message id, and the loop starts a task id only once.
+func (s *Service) resumeFire(ctx context.Context, runID string) error {
+	rn, err := s.runs.get(ctx, principal{}, runID)
+	if err != nil {
+		return err
 	}
-	return putSchedule(ctx, s.runs.kv, sc)
+	if rn.Status != StatusRunning {
+		return nil // queued: the queue's own restart takes it
+	}
+	if res, err := s.runs.result(ctx, rn); err != nil || res != nil {
+		return err
+	}
+	return s.publishTask(ctx, rn)
+}
+
+// recordFire counts the fire on its schedule, deciding whether it runs, or
+// returns what was decided for it already.
+func (s *Service) recordFire(ctx context.Context, id string, at, next time.Time) (*Schedule, Fire, error) {
+	for {
+		if !proto.IsToken(id) {
+			return nil, Fire{}, fmt.Errorf("%w %q", ErrNoSuchSchedule, id)
+		}
+		e, err := s.runs.kv.Get(ctx, scheduleKey(id))
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			return nil, Fire{}, fmt.Errorf("%w %q", ErrNoSuchSchedule, id)
+		}
+		if err != nil {
+			return nil, Fire{}, err
+		}
+		var sc Schedule
+		if err := json.Unmarshal(e.Value(), &sc); err != nil {
+			return nil, Fire{}, fmt.Errorf("schedule %s is unreadable: %w", id, err)
+		}
+		for _, f := range sc.RecentFires {
+			if f.At.Equal(at) {
+				return &sc, f, nil
+			}
+		}
+		f := Fire{At: at, Due: at, RunID: fmt.Sprintf("%s_%d", sc.ID, at.Unix())}
+		if !sc.NextFire.IsZero() && sc.NextFire.Before(at) {
+			f.Due = sc.NextFire
+		}
+		f.Late = at.Sub(f.Due) > sc.grace()
+		if f.Late && sc.Missed == MissedSkip {
+			f.Missed, f.RunID = true, ""
+			sc.MissedFires++
+			sc.LastMissed = f.Due
+		} else {
+			sc.Fires++
+			sc.LastFire, sc.LastRunID, sc.LastSessID = at, f.RunID, fmt.Sprintf("sess_%s_%d", sc.ID, at.Unix())
+		}
+		if !next.IsZero() {
+			sc.NextFire = next
+		} else if sc.At != "" {
+			sc.NextFire = time.Time{} // fired once: done
+		}
+		sc.RecentFires = append(sc.RecentFires, f)
+		if len(sc.RecentFires) > recentFires {
+			sc.RecentFires = sc.RecentFires[len(sc.RecentFires)-recentFires:]
+		}
+		data, _ := json.Marshal(&sc)
+		_, err = s.runs.kv.Update(ctx, scheduleKey(id), data, e.Revision())
+		if err == nil {
+			return &sc, f, nil
+		}
+		var apiErr *jetstream.APIError
+		conflict := errors.Is(err, jetstream.ErrKeyExists) ||
+			(errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence)
+		if !conflict {
+			return nil, Fire{}, err
+		}
+		// changed meanwhile (paused, resumed, another fire): read it again
+	}
 }

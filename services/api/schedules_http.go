@@ -18,6 +18,7 @@ type scheduleRequest struct {
 	Tenant     string  `json:"tenant"`
 	Model      string  `json:"model"`
 	MaxCostUSD float64 `json:"max_cost_usd"`
+	Missed     string  `json:"missed"`
 }
 
 func (s *Service) createSchedule(w http.ResponseWriter, r *http.Request, p principal) error {
@@ -30,7 +31,7 @@ func (s *Service) createSchedule(w http.ResponseWriter, r *http.Request, p princ
 		return err
 	}
 	sc := Schedule{Cron: req.Cron, TZ: req.TZ, Every: req.Every, At: req.At, Prompt: req.Prompt, Tenant: req.Tenant,
-		Model: req.Model, MaxCostUSD: req.MaxCostUSD}
+		Model: req.Model, MaxCostUSD: req.MaxCostUSD, Missed: req.Missed}
 	if p.keyed() {
 		if sc.Tenant != "" && sc.Tenant != p.key.Tenant {
 			return forbidden("tenant_mismatch", "this key belongs to tenant %q; it cannot schedule work for tenant %q", p.key.Tenant, sc.Tenant)

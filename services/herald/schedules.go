@@ -13,7 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-const schedulesUsage = `usage: herald schedules add (--cron "0 9 * * 1-5" [--tz ZONE] | --every 15m | --at 2026-12-24T09:00:00Z) [--tenant T] [--max-cost-usd X] [--model M] "PROMPT"
+const schedulesUsage = `usage: herald schedules add (--cron "0 9 * * 1-5" [--tz ZONE] | --every 15m | --at 2026-12-24T09:00:00Z) [--tenant T] [--max-cost-usd X] [--model M] [--missed run-once|skip] "PROMPT"
        herald schedules list [--json] | pause ID | resume ID | remove ID`
 
 // cmdSchedules manages schedules: prompts JetStream fires on a timetable,
@@ -31,6 +31,7 @@ func cmdSchedules(ctx context.Context, args []string, cio cliIO) int {
 	fs.StringVar(&sc.Tenant, "tenant", "", "add: tenant the runs belong to")
 	fs.StringVar(&sc.Model, "model", "", "add: model for the runs")
 	fs.Float64Var(&sc.MaxCostUSD, "max-cost-usd", 0, "add: stop a fire's run when it has cost this many USD")
+	fs.StringVar(&sc.Missed, "missed", "", "add: a fire NATS was down for: run-once (default: run it once, late) or skip (record it as missed)")
 	jsonOut := fs.Bool("json", false, "print JSON")
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
@@ -107,15 +108,15 @@ func listSchedules(ctx context.Context, js jetstream.JetStream, cio cliIO, jsonO
 		return exitOK
 	}
 	tw := tabwriter.NewWriter(cio.out, 0, 2, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tWHEN\tSTATUS\tNEXT FIRE\tLAST FIRE\tFIRES\tLAST SESSION\tOUTCOME\tPROMPT")
+	fmt.Fprintln(tw, "ID\tWHEN\tSTATUS\tNEXT FIRE\tLAST FIRE\tFIRES\tMISSED\tLAST SESSION\tOUTCOME\tPROMPT")
 	for _, sc := range list {
 		when := firstSet("cron "+sc.Cron, sc.Cron, "every "+sc.Every, sc.Every, "at "+sc.At, sc.At)
 		status := "active"
 		if sc.Paused {
 			status = "paused"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", sc.ID, when, status, shownTime(sc.NextFire), shownTime(sc.LastFire),
-			sc.Fires, sc.LastSessID, sc.LastOutcome, shorten(sc.Prompt, 40))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\n", sc.ID, when, status, shownTime(sc.NextFire), shownTime(sc.LastFire),
+			sc.Fires, sc.MissedFires, sc.LastSessID, sc.LastOutcome, shorten(sc.Prompt, 40))
 	}
 	_ = tw.Flush()
 	return exitOK
