@@ -7,6 +7,7 @@ import (
 
 	"github.com/heraldrun/herald/pkg/bus"
 	"github.com/heraldrun/herald/proto"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // errNotStarted redelivers an interrupt naming a task whose turn has not
@@ -34,19 +35,17 @@ func (s *Service) notStarted(t *txn, delivered uint64) error {
 // before its turn began (an API cancel while the task waited in its
 // stream): the last interrupt on the session's subjects names it.
 func (s *Service) interruptedBeforeStart(ctx context.Context, task proto.Task) bool {
-	stream, err := s.deps.JS.Stream(ctx, bus.StreamControl)
-	if err != nil {
-		s.log.Warn().Err(err).Str("task_id", task.TaskID).Msg("early interrupts not checked")
-		return false
-	}
 	subjects := []string{bus.SessionInterrupt(task.SessionID)}
 	if task.BoundTenant != "" {
 		subjects = append(subjects, bus.TenantSessionInterrupt(task.BoundTenant, task.SessionID))
 	}
 	for _, subject := range subjects {
-		m, err := stream.GetLastMsgForSubject(ctx, subject)
+		m, err := bus.LastOnSubject(ctx, s.deps.JS, bus.StreamControl, subject)
 		if err != nil {
-			continue // none (or unreadable: the task runs, as it would have)
+			if !errors.Is(err, jetstream.ErrMsgNotFound) {
+				s.log.Warn().Err(err).Str("task_id", task.TaskID).Msg("early interrupts not checked")
+			}
+			continue // none, or unreadable: the task runs, as it would have
 		}
 		var in proto.Interrupt
 		if json.Unmarshal(m.Data, &in) == nil && in.TaskID == task.TaskID {

@@ -113,7 +113,7 @@ func requireKnownEnv(t *testing.T, where string, names []string, helpers map[str
 // natsUsers loads herald.conf with the real server and returns its users by name.
 func natsUsers(t *testing.T, file string) (*server.Options, map[string]*server.User) {
 	t.Helper()
-	for _, u := range append(append([]string{"admin", "client", "sys", "plugins"}, serviceUsers...), tenantUsers...) {
+	for _, u := range append(append([]string{"admin", "client", "sys", "plugins", "api"}, serviceUsers...), tenantUsers...) {
 		t.Setenv(passwordEnv(u), password(u))
 	}
 	opts, err := server.ProcessConfigFile(file)
@@ -144,14 +144,14 @@ func TestNATSConfigHasOneUserPerService(t *testing.T) {
 	require.True(t, opts.JetStream, "JetStream is on")
 	require.Equal(t, "/data/jetstream", opts.StoreDir)
 	require.EqualValues(t, 8<<20, opts.MaxPayload, "max payload matches the streams' 8 MiB message limit")
-	for _, name := range append(slices.Clone(service.Names), "client", "admin") {
+	for _, name := range append(slices.Clone(service.Names), "client", "admin", "api") {
 		u, ok := users[name]
 		require.True(t, ok, "herald.conf has a user %s", name)
 		require.Equal(t, "HERALD", u.Account.Name, "user %s is in the HERALD account", name)
 		require.Equal(t, password(name), u.Password, "user %s's password comes from %s", name, passwordEnv(name))
 	}
 	require.Equal(t, "SYS", users["sys"].Account.Name)
-	require.ElementsMatch(t, append(append([]string{"sys", "client", "admin", "plugins"}, service.Names...), tenantUsers...), mapKeys(users), "no other users")
+	require.ElementsMatch(t, append(append([]string{"sys", "client", "admin", "plugins", "api"}, service.Names...), tenantUsers...), mapKeys(users), "no other users")
 	plugins := users["plugins"].Permissions
 	require.Equal(t, password("plugins"), users["plugins"].Password)
 	require.Equal(t, []string{"herald.hooks.>"}, plugins.Subscribe.Allow, "plugins hear the hooks only")
@@ -159,7 +159,7 @@ func TestNATSConfigHasOneUserPerService(t *testing.T) {
 	require.Equal(t, []string{">"}, plugins.Publish.Deny)
 	require.NotNil(t, plugins.Response, "plugins may answer the requests they receive")
 	require.Equal(t, 1, plugins.Response.MaxMsgs, "one answer per request")
-	for _, name := range service.Names {
+	for _, name := range append(slices.Clone(service.Names), "api") {
 		p := users[name].Permissions
 		require.NotNil(t, p, "service user %s is restricted", name)
 		require.NotContains(t, p.Publish.Allow, ">", "service user %s may not publish everywhere", name)
@@ -204,7 +204,7 @@ func TestNATSConfigNamesOnlyRealStreamsAndSubjects(t *testing.T) {
 	}
 	api := regexp.MustCompile(`^\$JS\.API\.(?:STREAM\.(?:INFO|CREATE|UPDATE|PURGE|MSG\.GET)|CONSUMER\.(?:CREATE|INFO|MSG\.NEXT|DELETE)|DIRECT\.GET)\.([A-Za-z0-9_-]+)(?:\.|$)`)
 	ack := regexp.MustCompile(`^\$JS\.(?:ACK|FC)\.([A-Za-z0-9_-]+)\.`)
-	for _, name := range append(slices.Clone(service.Names), "client") {
+	for _, name := range append(slices.Clone(service.Names), "client", "api") {
 		p := users[name].Permissions
 		subjects := append(slices.Clone(p.Publish.Allow), p.Subscribe.Allow...)
 		if p.Publish.Deny != nil {

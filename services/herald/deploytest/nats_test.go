@@ -55,7 +55,7 @@ type secured struct {
 // passwords coming from the environment as they do in compose and k8s.
 func startSecured(t *testing.T) *secured {
 	t.Helper()
-	for _, u := range append(append([]string{"admin", "client", "sys", "plugins"}, serviceUsers...), tenantUsers...) {
+	for _, u := range append(append([]string{"admin", "client", "sys", "plugins", "api"}, serviceUsers...), tenantUsers...) {
 		t.Setenv(passwordEnv(u), password(u))
 	}
 	log := &heraldtest.SyncBuffer{}
