@@ -20,3 +20,6 @@ run -bench 'BenchmarkRunnersScaleOut' -benchtime 1x -timeout 20m ./services/tool
 run -bench 'BenchmarkFileTools' -count 5 ./services/toolrunner/   # confined file access per call (issue 26)
 run -bench . ./services/memory/ ./services/compressor/
 run -bench . -benchtime 1x -timeout 30m ./services/accounting/
+# the HTTP api beside a task on NATS (issue 31): per turn, time to first token streamed, turns/s with 16 clients
+run -bench 'BenchmarkTurn|BenchmarkFirstToken' -benchtime 300x ./services/api/
+run -bench 'BenchmarkSustained' -benchtime 800x ./services/api/

@@ -157,6 +157,7 @@ func (s *Service) waitResult(ctx context.Context, rn *run, each func(sessionEven
 	if err != nil {
 		return nil, err
 	}
+	defer reader.close()
 	for {
 		ev, ok, err := reader.next(ctx, 2*time.Second)
 		if err != nil {
