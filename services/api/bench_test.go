@@ -216,10 +216,10 @@ func BenchmarkSustained(b *testing.B) {
 					b.Error(err)
 					return
 				}
-				_, _ = io.Copy(io.Discard, resp.Body)
+				body, _ := io.ReadAll(resp.Body)
 				resp.Body.Close()
 				if resp.StatusCode != http.StatusOK {
-					b.Errorf("status %d", resp.StatusCode)
+					b.Errorf("status %d: %s", resp.StatusCode, body)
 					return
 				}
 			}

@@ -41,11 +41,22 @@ type eventReader struct {
 	msgs jetstream.MessagesContext
 }
 
-// close stops the reader's pulls.
+// close stops the reader's pulls and deletes its consumer (left alone, it
+// would outlive the request by its inactivity threshold, and a busy api
+// would pile up thousands of them on EVENTS).
 func (er *eventReader) close() {
 	if er.msgs != nil {
 		er.msgs.Stop()
 	}
+	info := er.cons.CachedInfo()
+	if info == nil {
+		return
+	}
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = er.s.deps.JS.DeleteConsumer(ctx, bus.StreamEvents, info.Name)
+	}()
 }
 
 func (s *Service) readEvents(ctx context.Context, rn *run, after uint64) (*eventReader, error) {
