@@ -286,7 +286,6 @@ func setPaused(ctx context.Context, js jetstream.JetStream, id string, paused bo
 	if err != nil {
 		return err
 	}
-	sc.Paused = paused
 	if paused {
 		err = disarm(ctx, js, id)
 	} else {
@@ -295,10 +294,55 @@ func setPaused(ctx context.Context, js jetstream.JetStream, id string, paused bo
 	if err != nil {
 		return err
 	}
-	if paused {
-		sc.NextFire = time.Time{}
+	_, err = updateSchedule(ctx, kv, id, func(cur *Schedule) error {
+		cur.Paused, cur.NextFire = paused, sc.NextFire
+		if paused {
+			cur.NextFire = time.Time{}
+		}
+		return nil
+	})
+	return err
+}
+
+// errUnchanged ends an updateSchedule that has nothing to write.
+var errUnchanged = errors.New("unchanged")
+
+// updateSchedule applies change to the stored schedule by revision, again
+// on a fresh read when another write (a fire, a pause) came between, so
+// none is lost. It returns the schedule as stored.
+func updateSchedule(ctx context.Context, kv jetstream.KeyValue, id string, change func(*Schedule) error) (*Schedule, error) {
+	if !proto.IsToken(id) {
+		return nil, fmt.Errorf("%w %q", ErrNoSuchSchedule, id)
 	}
-	return putSchedule(ctx, kv, sc)
+	for {
+		e, err := kv.Get(ctx, scheduleKey(id))
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			return nil, fmt.Errorf("%w %q", ErrNoSuchSchedule, id)
+		}
+		if err != nil {
+			return nil, err
+		}
+		var sc Schedule
+		if err := json.Unmarshal(e.Value(), &sc); err != nil {
+			return nil, fmt.Errorf("schedule %s is unreadable: %w", id, err)
+		}
+		if err := change(&sc); errors.Is(err, errUnchanged) {
+			return &sc, nil
+		} else if err != nil {
+			return nil, err
+		}
+		data, _ := json.Marshal(&sc)
+		_, err = kv.Update(ctx, scheduleKey(id), data, e.Revision())
+		if err == nil {
+			return &sc, nil
+		}
+		var apiErr *jetstream.APIError
+		conflict := errors.Is(err, jetstream.ErrKeyExists) ||
+			(errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence)
+		if !conflict {
+			return nil, err
+		}
+	}
 }
 
 // RemoveSchedule deletes a schedule for good.
@@ -411,27 +455,15 @@ func (s *Service) resumeFire(ctx context.Context, runID string) error {
 // recordFire counts the fire on its schedule, deciding whether it runs, or
 // returns what was decided for it already.
 func (s *Service) recordFire(ctx context.Context, id string, at, next time.Time) (*Schedule, Fire, error) {
-	for {
-		if !proto.IsToken(id) {
-			return nil, Fire{}, fmt.Errorf("%w %q", ErrNoSuchSchedule, id)
-		}
-		e, err := s.runs.kv.Get(ctx, scheduleKey(id))
-		if errors.Is(err, jetstream.ErrKeyNotFound) {
-			return nil, Fire{}, fmt.Errorf("%w %q", ErrNoSuchSchedule, id)
-		}
-		if err != nil {
-			return nil, Fire{}, err
-		}
-		var sc Schedule
-		if err := json.Unmarshal(e.Value(), &sc); err != nil {
-			return nil, Fire{}, fmt.Errorf("schedule %s is unreadable: %w", id, err)
-		}
-		for _, f := range sc.RecentFires {
-			if f.At.Equal(at) {
-				return &sc, f, nil
+	var f Fire
+	sc, err := updateSchedule(ctx, s.runs.kv, id, func(sc *Schedule) error {
+		for _, done := range sc.RecentFires {
+			if done.At.Equal(at) {
+				f = done
+				return errUnchanged
 			}
 		}
-		f := Fire{At: at, Due: at, RunID: fmt.Sprintf("%s_%d", sc.ID, at.Unix())}
+		f = Fire{At: at, Due: at, RunID: fmt.Sprintf("%s_%d", sc.ID, at.Unix())}
 		if !sc.NextFire.IsZero() && sc.NextFire.Before(at) {
 			f.Due = sc.NextFire
 		}
@@ -449,21 +481,17 @@ func (s *Service) recordFire(ctx context.Context, id string, at, next time.Time)
 		} else if sc.At != "" {
 			sc.NextFire = time.Time{} // fired once: done
 		}
+		if sc.Paused {
+			sc.NextFire = time.Time{} // a fire made just before the pause: none follows
+		}
 		sc.RecentFires = append(sc.RecentFires, f)
 		if len(sc.RecentFires) > recentFires {
 			sc.RecentFires = sc.RecentFires[len(sc.RecentFires)-recentFires:]
 		}
-		data, _ := json.Marshal(&sc)
-		_, err = s.runs.kv.Update(ctx, scheduleKey(id), data, e.Revision())
-		if err == nil {
-			return &sc, f, nil
-		}
-		var apiErr *jetstream.APIError
-		conflict := errors.Is(err, jetstream.ErrKeyExists) ||
-			(errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence)
-		if !conflict {
-			return nil, Fire{}, err
-		}
-		// changed meanwhile (paused, resumed, another fire): read it again
+		return nil
+	})
+	if err != nil {
+		return nil, Fire{}, err
 	}
+	return sc, f, nil
 }
