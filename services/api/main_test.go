@@ -103,6 +103,9 @@ type instance struct {
 	dir     string
 	env     []string
 	model   *scripted.Server
+	// up is the `herald up` process and upArgs its arguments (startHerald).
+	up     *exec.Cmd
+	upArgs []string
 }
 
 // startHerald runs `herald up` on a scripted model; yaml, when set, is its
@@ -124,7 +127,8 @@ func startHerald(t testing.TB, yaml string) *instance {
 		"HERALD_API_KEY=test", "HERALD_CONFIG=" + cfgPath, "HERALD_DATA_DIR=" + filepath.Join(dir, "data"),
 		"HERALD_SANDBOX=none", "HERALD_LOG_LEVEL=warn",
 	}
-	h.start(t, "up", "--nats-listen", strings.TrimPrefix(h.NATSURL, "nats://"), "--http", strings.TrimPrefix(h.URL, "http://"))
+	h.upArgs = []string{"up", "--nats-listen", strings.TrimPrefix(h.NATSURL, "nats://"), "--http", strings.TrimPrefix(h.URL, "http://")}
+	h.up = h.start(t, h.upArgs...)
 	waitHTTP(t, h.URL)
 	return h
 }

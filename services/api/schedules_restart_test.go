@@ -186,3 +186,54 @@ func TestScheduleFireCutByAKilledAPIProcessRunsOnce(t *testing.T) {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// `herald up` killed (SIGKILL: its NATS, api and loop at once) and started
+// again on the same folder after a fire's time: the run-once schedule runs
+// that fire once when Herald is back, the skip schedule records it missed.
+func TestScheduleFireMissedWhileHeraldUpWasKilledFollowsItsPolicy(t *testing.T) {
+	h := startHerald(t, "")
+	once := addSchedule(t, h, "--every", "4s", "say: once")
+	skip := addSchedule(t, h, "--every", "4s", "--missed", "skip", "say: skip")
+	var before map[string]scheduleState
+	require.Eventually(t, func() bool {
+		before = scheduleStates(t, h)
+		return before[once].Fires >= 1 && before[skip].Fires >= 1
+	}, 60*time.Second, 100*time.Millisecond)
+	require.NoError(t, h.up.Process.Kill())
+	_ = h.up.Wait()
+	// Down until both next fires are overdue by more than their grace: a
+	// wait for the clock, not for work.
+	due := before[once].NextFire
+	if before[skip].NextFire.After(due) {
+		due = before[skip].NextFire
+	}
+	time.Sleep(time.Until(due.Add(3 * time.Second)))
+	h.up = h.start(t, h.upArgs...)
+	waitHTTP(t, h.URL)
+
+	var after map[string]scheduleState
+	require.Eventually(t, func() bool {
+		after = scheduleStates(t, h)
+		return after[once].Fires >= before[once].Fires+2 && after[skip].MissedFires == 1 && after[skip].Fires >= before[skip].Fires+1
+	}, 90*time.Second, 200*time.Millisecond, "both schedules fire again after herald up is back")
+	runs := settle(t, h, once, skip)
+	after = scheduleStates(t, h)
+	lateOnce, lateSkip := 0, 0
+	for _, f := range after[once].RecentFires {
+		if f.Late {
+			lateOnce++
+			require.False(t, f.Missed)
+			require.Contains(t, scheduledRuns(t, h, once), "run."+f.RunID)
+		}
+	}
+	for _, f := range after[skip].RecentFires {
+		if f.Late {
+			lateSkip++
+			require.True(t, f.Missed)
+		}
+	}
+	require.Equal(t, 1, lateOnce, "run-once: %+v", after[once].RecentFires)
+	require.Equal(t, 1, lateSkip, "skip: %+v", after[skip].RecentFires)
+	require.Equal(t, after[once].Fires, runs[once])
+	require.Equal(t, after[skip].Fires, runs[skip])
+}
