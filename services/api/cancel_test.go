@@ -58,3 +58,24 @@ func TestCancelBeforeTheLoopTookTheTaskEndsItUnstarted(t *testing.T) {
 	require.Equal(t, "completed", st.Status)
 	require.Equal(t, "continued", st.Result.FinalResponse)
 }
+
+// An interrupt naming another task (a stale cancel, or a forged one) does
+// not stop the turn going; one naming the turn's own task does.
+func TestAnInterruptNamingAnotherTaskLeavesTheTurnAlone(t *testing.T) {
+	h := startHerald(t, "")
+	js := h.js(t)
+	rc := startRun(t, h, "", map[string]any{"prompt": "wait: still going"})
+	waitEvent(t, h, rc.RunID, func(e proto.Event) bool { return e.State == proto.StateThinking })
+	require.NoError(t, bus.PublishJSON(ctxT(t, 5*time.Second), js, bus.SessionInterrupt(rc.SessionID), "",
+		proto.Interrupt{Reason: "not yours", TaskID: "run_someone_else"}))
+	st := waitRun(t, h, "", rc.RunID)
+	require.Equal(t, "completed", st.Status)
+	require.Equal(t, "still going", st.Result.FinalResponse)
+
+	next := startRun(t, h, "", map[string]any{"prompt": "wait: cut short", "session_id": rc.SessionID})
+	waitEvent(t, h, next.RunID, func(e proto.Event) bool { return e.State == proto.StateThinking })
+	require.NoError(t, bus.PublishJSON(ctxT(t, 5*time.Second), js, bus.SessionInterrupt(rc.SessionID), "",
+		proto.Interrupt{Reason: "yours", TaskID: next.RunID}))
+	st = waitRun(t, h, "", next.RunID)
+	require.Equal(t, "cancelled", st.Status)
+}

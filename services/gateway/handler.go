@@ -49,7 +49,7 @@ func (s *Service) handle(ctx context.Context, msg jetstream.Msg) error {
 			return nil
 		}
 	}
-	callCtx, release := s.inflight.track(ctx, req.GetSessionId())
+	callCtx, release := s.inflight.track(ctx, req.GetSessionId(), req.GetTaskId())
 	defer release()
 	run := s.newRun(req, delivery)
 	run.wire = wire

@@ -2,9 +2,11 @@ package gateway
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"sync"
 
+	"github.com/heraldrun/herald/proto"
 	"github.com/nats-io/nats.go"
 )
 
@@ -12,22 +14,24 @@ import (
 // cancel them at once.
 type inflight struct {
 	mu    sync.Mutex
-	calls map[string]map[*context.CancelCauseFunc]struct{}
+	// calls holds each session's calls in flight, with their task's id.
+	calls map[string]map[*context.CancelCauseFunc]string
 }
 
 func newInflight() *inflight {
-	return &inflight{calls: map[string]map[*context.CancelCauseFunc]struct{}{}}
+	return &inflight{calls: map[string]map[*context.CancelCauseFunc]string{}}
 }
 
-// track derives a cancellable context for one call of session sid.
-func (f *inflight) track(ctx context.Context, sid string) (context.Context, func()) {
+// track derives a cancellable context for one call of session sid, made
+// for task taskID.
+func (f *inflight) track(ctx context.Context, sid, taskID string) (context.Context, func()) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	key := &cancel
 	f.mu.Lock()
 	if f.calls[sid] == nil {
-		f.calls[sid] = map[*context.CancelCauseFunc]struct{}{}
+		f.calls[sid] = map[*context.CancelCauseFunc]string{}
 	}
-	f.calls[sid][key] = struct{}{}
+	f.calls[sid][key] = taskID
 	f.mu.Unlock()
 	return ctx, func() {
 		f.mu.Lock()
@@ -40,23 +44,31 @@ func (f *inflight) track(ctx context.Context, sid string) (context.Context, func
 	}
 }
 
-// interrupt cancels every call of session sid and reports how many there were.
-func (f *inflight) interrupt(sid string) int {
+// interrupt cancels the calls of session sid (only task taskID's when it
+// is set) and reports how many there were.
+func (f *inflight) interrupt(sid, taskID string) int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	for cancel := range f.calls[sid] {
-		(*cancel)(errInterrupted)
+	n := 0
+	for cancel, task := range f.calls[sid] {
+		if taskID == "" || task == taskID {
+			(*cancel)(errInterrupted)
+			n++
+		}
 	}
-	return len(f.calls[sid])
+	return n
 }
 
-// onInterrupt handles herald.session.<sid>.interrupt (any body).
+// onInterrupt handles herald.session.<sid>.interrupt (any body; one naming
+// a task stops only that task's calls).
 func (s *Service) onInterrupt(msg *nats.Msg) {
 	parts := strings.Split(msg.Subject, ".")
 	if len(parts) != 4 {
 		return
 	}
-	if n := s.inflight.interrupt(parts[2]); n > 0 {
+	var in proto.Interrupt
+	_ = json.Unmarshal(msg.Data, &in)
+	if n := s.inflight.interrupt(parts[2], in.TaskID); n > 0 {
 		s.log.Info().Str("session_id", parts[2]).Int("calls", n).Msg("interrupt cancelled calls in flight")
 	}
 }
