@@ -102,6 +102,9 @@ func TestSchedulesFireOnJetStreamPauseResumeAndNeverRunAFireTwice(t *testing.T) 
 	require.Equal(t, 2, code, errOut)
 	_, _, code = h.cli(t, "schedules", "add", "--cron", "61 * * * *", "x")
 	require.Equal(t, 2, code)
+	_, errOut, code = h.cli(t, "schedules", "add", "--every", "1m", "--missed", "later", "x")
+	require.Equal(t, 2, code, "an unknown missed-fire policy is a usage error")
+	require.Contains(t, errOut, "run-once or skip")
 }
 
 func TestSchedulesOverHTTP(t *testing.T) {
@@ -123,7 +126,7 @@ func TestSchedulesOverHTTP(t *testing.T) {
 	require.Len(t, list.Data, 1)
 	var e apiErr
 	for _, bad := range []string{`{"prompt":"x"}`, `{"every":"1ms","prompt":"x"}`, `{"every":"1m"}`, `{"cron":"* * *","prompt":"x"}`,
-		`{"at":"2000-01-01T00:00:00Z","prompt":"x"}`, `{"cron":"0 9 * * *","tz":"Mars/Base","prompt":"x"}`, `{"every":"1m","prompt":"x","color":"red"}`} {
+		`{"at":"2000-01-01T00:00:00Z","prompt":"x"}`, `{"cron":"0 9 * * *","tz":"Mars/Base","prompt":"x"}`, `{"every":"1m","prompt":"x","color":"red"}`, `{"every":"1m","prompt":"x","missed":"sometimes"}`} {
 		resp = call(t, "POST", h.URL+"/v1/schedules", "", bad, &e)
 		require.Equal(t, http.StatusBadRequest, resp.StatusCode, bad)
 	}
