@@ -37,7 +37,7 @@ type eventReader struct {
 	runID string
 	cons  jetstream.Consumer
 	// msgs pulls the events in batches (a pull per event cost a round trip
-	// each: 6 ms of a streamed answer's 16 deltas, docs/BENCHMARKS.md).
+	// each, most of a streamed turn's time: docs/BENCHMARKS.md).
 	msgs jetstream.MessagesContext
 }
 
