@@ -102,7 +102,7 @@ func TestScheduleFireMissedWhileNATSWasDownFollowsItsPolicy(t *testing.T) {
 	if before[skip].NextFire.After(due) {
 		due = before[skip].NextFire
 	}
-	time.Sleep(time.Until(due.Add(3 * time.Second)))
+	require.Eventually(t, func() bool { return time.Now().After(due.Add(3 * time.Second)) }, 30*time.Second, 100*time.Millisecond)
 	down := time.Now()
 	s.startNATS(t)
 
@@ -207,7 +207,7 @@ func TestScheduleFireMissedWhileHeraldUpWasKilledFollowsItsPolicy(t *testing.T) 
 	if before[skip].NextFire.After(due) {
 		due = before[skip].NextFire
 	}
-	time.Sleep(time.Until(due.Add(3 * time.Second)))
+	require.Eventually(t, func() bool { return time.Now().After(due.Add(3 * time.Second)) }, 30*time.Second, 100*time.Millisecond)
 	h.up = h.start(t, h.upArgs...)
 	waitHTTP(t, h.URL)
 
