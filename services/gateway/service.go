@@ -32,7 +32,7 @@ type Service struct {
 	pricer    Pricer
 	inflight  *inflight
 	health    *health
-	spend     *tenantSpend
+	budget    *budgetGuard
 	hooks     *hooks.Client
 	staleReqs *staleRequests
 	histories *histories
@@ -67,7 +67,11 @@ func New(cfg Config, deps service.Deps) (*Service, error) {
 		s.endpoints = append(s.endpoints, ep)
 		s.clients = append(s.clients, newModelClient(ep, hc))
 	}
-	s.spend = newTenantSpend(deps.JS, cfg.TenantBudgetsUSD)
+	budget, err := newBudgetGuard(cfg, deps.JS, s.log)
+	if err != nil {
+		return nil, err
+	}
+	s.budget = budget
 	s.hooks = hooks.New(deps.NC, hooks.Config{}, s.log)
 	s.staleReqs = &staleRequests{records: bus.NewLazyBucket(deps.JS, bus.BucketSessions)}
 	s.histories = newHistories(deps.JS)
