@@ -170,7 +170,7 @@ func TestKeysBindTheirTenantAndRevocationIsImmediate(t *testing.T) {
 	resp := call(t, "POST", h.URL+"/v1/runs", "", map[string]any{"prompt": "hi"}, &e)
 	require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
 
-	// A key's run is its tenant's: published on herald.tasks.acme.
+	// A key's run is its tenant's: published on herald.apitasks.acme.
 	rc := startRun(t, h, acme.Key, map[string]any{"prompt": "say: for acme"})
 	require.Equal(t, "acme", rc.Tenant)
 	st := waitRun(t, h, acme.Key, rc.RunID)
