@@ -199,6 +199,11 @@ func (b Budgets) validate() []error {
 		check(w.MaxAttempts >= 0, "budgets.webhook.max_attempts must not be negative")
 		if w.URL != "" {
 			check(validWebhookURL(w.URL), "budgets.webhook.url: %q is not an http(s) URL", w.URL)
+			env := w.SecretEnv
+			if env == "" {
+				env = DefaultBudgetWebhookSecretEnv
+			}
+			check(w.Secret != "", "budgets.webhook: its signing secret is not set: put it in the environment variable %s", env)
 		}
 	}
 	return errs

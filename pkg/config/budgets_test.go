@@ -57,18 +57,19 @@ budgets:
 
 func TestMalformedBudgetsAreErrorsNamingTheSetting(t *testing.T) {
 	for yml, want := range map[string]string{
-		"budgets: {tenants: {acme: {dayly: 5}}}":    `"dayly" is not a budget window (total, daily, monthly)`,
-		"budgets: {tenants: {acme: lots}}":          `a budget is a number of USD or a mapping of windows`,
-		"budgets: {tenants: {acme: [1, 2]}}":        `a budget is a number of USD or a mapping of windows`,
-		"budgets: {tenants: {acme: {daily: many}}}": `budget windows are numbers of USD`,
-		"budgets: {tenants: {acme: {daily: -1}}}":   `budgets.tenants.acme.daily must not be negative`,
-		"budgets: {keys: {\"k.*\": {daily: 1}}}":    `budgets.keys: "k.*" is not an API key id`,
-		"budgets: {schedules: {\"a b\": 1}}":        `budgets.schedules: "a b" is not a schedule id`,
-		"budgets: {default_tenant: {monthly: -3}}":  `budgets.default_tenant.monthly must not be negative`,
-		"budgets: {timezone: Mars/Olympus}":         `budgets.timezone: "Mars/Olympus" is not a time zone`,
-		"budgets: {alert_thresholds: [0.5, 0]}":     `budgets.alert_thresholds: 0 is not a percentage above 0`,
-		"budgets: {webhook: {max_attempts: 3}}":     `budgets.webhook.url is required`,
-		"budgets: {webhook: {url: \"ftp://x\"}}":    `budgets.webhook.url: "ftp://x" is not an http(s) URL`,
+		"budgets: {tenants: {acme: {dayly: 5}}}":                 `"dayly" is not a budget window (total, daily, monthly)`,
+		"budgets: {tenants: {acme: lots}}":                       `a budget is a number of USD or a mapping of windows`,
+		"budgets: {tenants: {acme: [1, 2]}}":                     `a budget is a number of USD or a mapping of windows`,
+		"budgets: {tenants: {acme: {daily: many}}}":              `budget windows are numbers of USD`,
+		"budgets: {tenants: {acme: {daily: -1}}}":                `budgets.tenants.acme.daily must not be negative`,
+		"budgets: {keys: {\"k.*\": {daily: 1}}}":                 `budgets.keys: "k.*" is not an API key id`,
+		"budgets: {schedules: {\"a b\": 1}}":                     `budgets.schedules: "a b" is not a schedule id`,
+		"budgets: {default_tenant: {monthly: -3}}":               `budgets.default_tenant.monthly must not be negative`,
+		"budgets: {timezone: Mars/Olympus}":                      `budgets.timezone: "Mars/Olympus" is not a time zone`,
+		"budgets: {alert_thresholds: [0.5, 0]}":                  `budgets.alert_thresholds: 0 is not a percentage above 0`,
+		"budgets: {webhook: {max_attempts: 3}}":                  `budgets.webhook.url is required`,
+		"budgets: {webhook: {url: \"ftp://x\"}}":                 `budgets.webhook.url: "ftp://x" is not an http(s) URL`,
+		"budgets: {webhook: {url: \"https://hooks.example/b\"}}": `budgets.webhook: its signing secret is not set: put it in the environment variable HERALD_BUDGET_WEBHOOK_SECRET`,
 	} {
 		_, err := loadBudgets(t, yml, nil)
 		require.ErrorContains(t, err, want, yml)

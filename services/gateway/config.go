@@ -29,6 +29,9 @@ type Config struct {
 	Budgets config.Budgets
 	// Now is the clock of budget windows (tests set it); nil is time.Now.
 	Now func() time.Time
+	// WebhookRetryDelays are the waits between POSTs of a budget alert to
+	// budgets.webhook (the last repeats); empty: 1s, 5s, 30s, 2m, 10m.
+	WebhookRetryDelays []time.Duration
 	// RateLimitCooldown keeps a rate-limited provider out of the chain.
 	RateLimitCooldown time.Duration
 	// Concurrency caps the calls this process works on at once.
