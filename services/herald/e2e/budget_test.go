@@ -1,8 +1,10 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -118,4 +120,71 @@ func TestATaskPublisherCannotChargeAnothersKeyOrSchedule(t *testing.T) {
 		_, err := kv.Get(ctx, key)
 		require.ErrorIs(t, err, jetstream.ErrKeyNotFound, "nothing was charged to %s", key)
 	}
+}
+
+// `herald budgets` as a user runs it on a laptop: two runs of `herald run`
+// spend $2 of the default tenant's $1.50 day; the third ends
+// budget_exhausted naming the day; `herald budgets` then shows the window
+// used up and every threshold alerted, in text and in JSON.
+func TestHeraldBudgetsShowsSpendAgainstEveryWindow(t *testing.T) {
+	model, err := scripted.Start(dollarCalls)
+	require.NoError(t, err)
+	defer model.Close()
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "herald.yaml"), `
+pricing: {m: {input: 1, output: 2}}
+budgets:
+  tenants: {default: {daily: 1.5, monthly: 100}}
+  keys: {key_ci: {monthly: 5}}
+`)
+	env := map[string]string{"HERALD_BASE_URL": model.URL, "HERALD_MODEL": "m", "HERALD_DATA_DIR": filepath.Join(dir, "data")}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	herald := func(args ...string) (string, string, error) {
+		var out, errOut bytes.Buffer
+		cmd := heraldCmd(t, ctx, dir, env, args...)
+		cmd.Stdout, cmd.Stderr = &out, &errOut
+		err := cmd.Run()
+		return out.String(), errOut.String(), err
+	}
+	for range 2 {
+		_, stderr, err := herald("run", "--json", "spend a dollar")
+		require.NoError(t, err, stderr)
+	}
+	stdout, _, err := herald("run", "--json", "spend another")
+	var res proto.Result
+	require.NoError(t, json.Unmarshal([]byte(stdout), &res), stdout)
+	require.Equal(t, proto.ExitBudgetExhausted, res.ExitReason, "exit: %v", err)
+	day := time.Now().UTC().Format("2006-01-02")
+	require.Contains(t, res.Error, `tenant "default" daily window `+day+` ($1.5000) is used up`)
+
+	stdout, stderr, err := herald("budgets", "--json")
+	require.NoError(t, err, stderr)
+	var report []struct {
+		Scope, ID, Window, Period string
+		SpentUSD                  float64 `json:"spent_usd"`
+		LimitUSD                  float64 `json:"limit_usd"`
+		Percent                   float64
+		Alerted                   []float64
+	}
+	require.NoError(t, json.Unmarshal([]byte(stdout), &report), stdout)
+	require.Len(t, report, 3, stdout)
+	byWindow := map[string]int{}
+	for i, r := range report {
+		byWindow[r.Scope+"/"+r.ID+"/"+r.Window] = i
+	}
+	daily := report[byWindow["tenant/default/daily"]]
+	require.Equal(t, day, daily.Period)
+	require.InDelta(t, 2.0, daily.SpentUSD, 0.001)
+	require.Equal(t, 1.5, daily.LimitUSD)
+	require.Equal(t, []float64{50, 75, 90, 100}, daily.Alerted)
+	monthly := report[byWindow["tenant/default/monthly"]]
+	require.InDelta(t, 2.0, monthly.SpentUSD, 0.001)
+	require.Empty(t, monthly.Alerted)
+	key := report[byWindow["key/key_ci/monthly"]]
+	require.Zero(t, key.SpentUSD)
+
+	stdout, stderr, err = herald("budgets")
+	require.NoError(t, err, stderr)
+	require.Regexp(t, `tenant\s+default\s+daily\s+`+day+`\s+\$2\.\d{4}\s+\$0\.0000\s+\$1\.5000\s+13\d\.\d%\s+50% 75% 90% 100%`, stdout)
 }
