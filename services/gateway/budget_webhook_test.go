@@ -135,4 +135,3 @@ func TestBudgetAlertIsDeadLetteredAfterMaxAttempts(t *testing.T) {
 	rc.mu.Unlock()
 	require.Len(t, budgetAlertsOn(t, r.bus.JS), 1, "the alert itself is kept")
 }
-

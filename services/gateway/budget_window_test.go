@@ -4,7 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http/httptest"
 	"sort"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -15,6 +18,7 @@ import (
 	"github.com/heraldrun/herald/pkg/heraldtest"
 	"github.com/heraldrun/herald/pkg/scripted"
 	"github.com/heraldrun/herald/pkg/service"
+	"github.com/heraldrun/herald/pkg/telemetry"
 	"github.com/heraldrun/herald/proto"
 	"github.com/heraldrun/herald/proto/heraldpb"
 	"github.com/nats-io/nats.go/jetstream"
@@ -177,6 +181,10 @@ func TestDailyWindowHoldsUnderConcurrencyAcrossTwoGateways(t *testing.T) {
 	r.startGateway("gateway-2")
 	const perCall = uint64(1_005_000) // nano-USD
 
+	alertsBefore := map[string]float64{}
+	for _, th := range []string{"50", "75", "90", "100"} {
+		alertsBefore[th] = alertMetric(t, "acme", "daily", th)
+	}
 	var wg sync.WaitGroup
 	refusals := make(chan string, sessions)
 	errs := make(chan error, sessions)
@@ -240,6 +248,9 @@ func TestDailyWindowHoldsUnderConcurrencyAcrossTwoGateways(t *testing.T) {
 	}
 	sort.Float64s(thresholds)
 	require.Equal(t, []float64{50, 75, 90, 100}, thresholds, "each threshold alerted exactly once across both gateways")
+	for th, before := range alertsBefore {
+		require.Equal(t, before+1, alertMetric(t, "acme", "daily", th), "herald_budget_alerts_total counts threshold %s once", th)
+	}
 
 	// the next day (in UTC) opens a fresh window
 	clock.Set(time.Date(2026, 12, 4, 0, 0, 1, 0, time.UTC))
@@ -247,4 +258,21 @@ func TestDailyWindowHoldsUnderConcurrencyAcrossTwoGateways(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, resp.GetError())
 	require.Len(t, budgetAlertsOn(t, r.bus.JS), 4, "a fresh window below its thresholds alerts nothing")
+}
+
+// alertMetric reads herald_budget_alerts_total of tenant's window and
+// threshold from the Prometheus text this process serves.
+func alertMetric(t *testing.T, tenant, window, threshold string) float64 {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	telemetry.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	want := fmt.Sprintf(`herald_budget_alerts_total{id=%q,scope="tenant",tenant=%q,threshold=%q,window=%q} `, tenant, tenant, threshold, window)
+	for _, line := range strings.Split(rec.Body.String(), "\n") {
+		if v, ok := strings.CutPrefix(line, want); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			require.NoError(t, err)
+			return f
+		}
+	}
+	return 0
 }
