@@ -276,3 +276,42 @@ func alertMetric(t *testing.T, tenant, window, threshold string) float64 {
 	}
 	return 0
 }
+
+// A call refused by its window sends the 100 % alert, marked refused, even
+// when 100 is not among the thresholds; a tenant's total (the earlier
+// lifetime form) and a key's window are enforced alike.
+func TestARefusedCallAlertsAHundredPercent(t *testing.T) {
+	usage := &scripted.Usage{PromptTokens: 1_200_000}
+	r := newRig(t, scripted.Conversation(scripted.Reply{Content: "x", Usage: usage}), func(c *Config) {
+		c.Pricing = map[string]config.Price{"m1": {Input: 1}}
+		c.Budgets = config.Budgets{Tenants: map[string]config.BudgetLimits{"acme": {Total: 1}},
+			Keys: map[string]config.BudgetLimits{"key_a": {Daily: 1}}, AlertThresholds: []float64{50}}
+	})
+	ask := func(tenant, key string) *heraldpb.LLMResponse {
+		req := r.request("r-"+tenant+key, "hello")
+		req.Tenant, req.ApiKeyId = tenant, key
+		return r.call(req)
+	}
+	require.Empty(t, ask("acme", "").GetError(), "$1.20 of $1: the first call was allowed")
+	resp := ask("acme", "")
+	require.Equal(t, string(ClassBudgetExceeded), resp.GetErrorClass())
+	require.Contains(t, resp.GetError(), `the tenant "acme" total budget ($1.0000) is used up: $1.2000 spent of $1.0000`)
+
+	require.Empty(t, ask("globex", "key_a").GetError())
+	resp = ask("globex", "key_a")
+	require.Equal(t, string(ClassBudgetExceeded), resp.GetErrorClass())
+	require.Contains(t, resp.GetError(), `the key "key_a" daily window `)
+	require.Empty(t, ask("globex", "").GetError(), "the key's window caps the key's calls only")
+
+	got := map[string]proto.BudgetAlert{}
+	for _, a := range budgetAlertsOn(t, r.bus.JS) {
+		got[fmt.Sprintf("%s/%s/%v", a.Scope, a.Window, a.Threshold)] = a
+	}
+	require.Len(t, got, 4, "%v", got)
+	require.False(t, got["tenant/total/50"].Refused)
+	require.True(t, got["tenant/total/100"].Refused, "a refused call alerts 100 %%")
+	require.Equal(t, "all", got["tenant/total/100"].Period)
+	require.InDelta(t, 1.2, got["tenant/total/100"].Spent, 1e-9)
+	require.True(t, got["key/daily/100"].Refused)
+	require.Equal(t, "globex", got["key/daily/100"].Tenant, "a key's alert names the tenant of the call")
+}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -186,5 +187,18 @@ budgets:
 
 	stdout, stderr, err = herald("budgets")
 	require.NoError(t, err, stderr)
+	// a malformed budget stops every command with the setting named
+	writeFile(t, filepath.Join(dir, "herald.yaml"), "budgets: {tenants: {default: {dayly: 1.5}}}\n")
+	for _, args := range [][]string{{"budgets"}, {"run", "spend a dollar"}} {
+		cmd := heraldCmd(t, ctx, dir, env, args...)
+		out, err := cmd.CombinedOutput()
+		var exit *exec.ExitError
+		require.ErrorAs(t, err, &exit, "%v: %s", args, out)
+		require.Equal(t, 2, exit.ExitCode(), "%v: %s", args, out)
+		require.Contains(t, string(out), `"dayly" is not a budget window (total, daily, monthly)`, "%v", args)
+	}
+	require.Len(t, model.Requests(), 2, "two runs called the model; the third was refused by the window, the last by the malformed budget")
+	writeFile(t, filepath.Join(dir, "herald.yaml"), "budgets: {tenants: {default: {daily: 1.5}}}\n")
+
 	require.Regexp(t, `tenant\s+default\s+daily\s+`+day+`\s+\$2\.\d{4}\s+\$0\.0000\s+\$1\.5000\s+13\d\.\d%\s+50% 75% 90% 100%`, stdout)
 }
