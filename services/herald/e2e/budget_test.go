@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -201,4 +202,36 @@ budgets:
 	writeFile(t, filepath.Join(dir, "herald.yaml"), "budgets: {tenants: {default: {daily: 1.5}}}\n")
 
 	require.Regexp(t, `tenant\s+default\s+daily\s+`+day+`\s+\$2\.\d{4}\s+\$0\.0000\s+\$1\.5000\s+13\d\.\d%\s+50% 75% 90% 100%`, stdout)
+}
+
+// A subagent's calls are charged where its parent's are: the parent's API
+// key window holds the parent's two calls and the child's one.
+func TestASubagentsCallsCountInItsParentsKeyWindow(t *testing.T) {
+	dollar := func(r scripted.Reply) scripted.Reply {
+		r.Usage = &scripted.Usage{PromptTokens: 1_000_000}
+		return r
+	}
+	h := Start(t, func(r *scripted.Request) scripted.Reply {
+		switch {
+		case strings.HasPrefix(r.FirstUser(), "parent: delegate") && r.AssistantCount() == 0:
+			return dollar(scripted.Tool("delegate_task", `{"goal":"child: count to three"}`))
+		case strings.HasPrefix(r.FirstUser(), "parent: delegate"):
+			return dollar(scripted.Text("parent done"))
+		}
+		return dollar(scripted.Text("one two three"))
+	}, withBudgets(config.Budgets{Keys: map[string]config.BudgetLimits{"key_sub": {Monthly: 100}}}))
+	task := NewTask("parent: delegate the counting")
+	task.APIKeyID = "key_sub"
+	h.submitOn(bus.TenantAPITasks("beta"), task)
+	res := h.WaitResult(task, 60*time.Second)
+	require.Equal(t, proto.ExitTextResponse, res.ExitReason, res.Error)
+	require.Len(t, h.Model.Requests(), 3)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	kv, err := h.JS.KeyValue(ctx, bus.BucketSpend)
+	require.NoError(t, err)
+	e, err := kv.Get(ctx, "key.key_sub.monthly."+time.Now().UTC().Format("2006-01"))
+	require.NoError(t, err)
+	require.Equal(t, "3000000000", string(e.Value()), "the parent's two calls and the child's one, $1 each")
 }
