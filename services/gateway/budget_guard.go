@@ -24,8 +24,8 @@ import (
 const estimateOutputTokens = 4096
 
 // budgetGuard checks every attempt against its budget windows: it holds
-// the attempt's most likely-high cost in each window before the provider
-// is asked, and settles the hold with the real cost after.
+// the attempt's estimated cost in each window before the provider is
+// asked, and settles the hold with the real cost after.
 type budgetGuard struct {
 	cfg     config.Budgets
 	loc     *time.Location
@@ -51,7 +51,7 @@ func newBudgetGuard(cfg Config, js jetstream.JetStream, log zerolog.Logger) (*bu
 		alerts:  &budgetAlerts{js: js, kv: kv, thresholds: cfg.Budgets.Thresholds(), log: log, now: now}}, nil
 }
 
-// hold is an attempt's reservation.
+// budgetHold is an attempt's reservation.
 type budgetHold struct {
 	id      string
 	windows []BudgetWindow
