@@ -1256,6 +1256,10 @@ type CompressRequest struct {
 	ReplySubject  string                 `protobuf:"bytes,10,opt,name=reply_subject,json=replySubject,proto3" json:"reply_subject,omitempty"`
 	Reason        string                 `protobuf:"bytes,11,opt,name=reason,proto3" json:"reason,omitempty"` // preflight | after_tools | overflow
 	Model         string                 `protobuf:"bytes,12,opt,name=model,proto3" json:"model,omitempty"`
+	// api_key_id and schedule_id: the session's (LLMRequest's), so the
+	// summary call is charged to the same budgets as the turn's own calls.
+	ApiKeyId      string `protobuf:"bytes,320,opt,name=api_key_id,json=apiKeyId,proto3" json:"api_key_id,omitempty"`
+	ScheduleId    string `protobuf:"bytes,321,opt,name=schedule_id,json=scheduleId,proto3" json:"schedule_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1370,6 +1374,20 @@ func (x *CompressRequest) GetReason() string {
 func (x *CompressRequest) GetModel() string {
 	if x != nil {
 		return x.Model
+	}
+	return ""
+}
+
+func (x *CompressRequest) GetApiKeyId() string {
+	if x != nil {
+		return x.ApiKeyId
+	}
+	return ""
+}
+
+func (x *CompressRequest) GetScheduleId() string {
+	if x != nil {
+		return x.ScheduleId
 	}
 	return ""
 }
@@ -2196,7 +2214,7 @@ const file_herald_v1_herald_proto_rawDesc = "" +
 	"\x10child_session_id\x18\r \x01(\tR\x0echildSessionId\x12 \n" +
 	"\vcall_digest\x18\xa0\x01 \x01(\tR\n" +
 	"callDigest\x12-\n" +
-	"\apricing\x18\x8e\x02 \x01(\v2\x12.herald.v1.PricingR\apricing\"\x9f\x03\n" +
+	"\apricing\x18\x8e\x02 \x01(\v2\x12.herald.v1.PricingR\apricing\"\xe0\x03\n" +
 	"\x0fCompressRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x1d\n" +
@@ -2212,7 +2230,11 @@ const file_herald_v1_herald_proto_rawDesc = "" +
 	"\rreply_subject\x18\n" +
 	" \x01(\tR\freplySubject\x12\x16\n" +
 	"\x06reason\x18\v \x01(\tR\x06reason\x12\x14\n" +
-	"\x05model\x18\f \x01(\tR\x05model\"\xdb\x03\n" +
+	"\x05model\x18\f \x01(\tR\x05model\x12\x1d\n" +
+	"\n" +
+	"api_key_id\x18\xc0\x02 \x01(\tR\bapiKeyId\x12 \n" +
+	"\vschedule_id\x18\xc1\x02 \x01(\tR\n" +
+	"scheduleId\"\xdb\x03\n" +
 	"\x0eCompressResult\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x1d\n" +
