@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -234,4 +236,76 @@ func TestASubagentsCallsCountInItsParentsKeyWindow(t *testing.T) {
 	e, err := kv.Get(ctx, "key.key_sub.monthly."+time.Now().UTC().Format("2006-01"))
 	require.NoError(t, err)
 	require.Equal(t, "3000000000", string(e.Value()), "the parent's two calls and the child's one, $1 each")
+}
+
+// The issue's demonstration with the binary as operators run it: a loop
+// process and two gateway processes (`herald serve`), 50 sessions of one
+// tenant submitted at once against a $0.10 day. The runs that got in end
+// text_response, the rest budget_exhausted naming the day; what they spent
+// together stays within the cap plus one call; each threshold is alerted
+// once across both gateways.
+func TestFiftySessionsAgainstADailyCapThroughTwoGatewayProcesses(t *testing.T) {
+	const sessions = 50
+	model, err := scripted.Start(func(*scripted.Request) scripted.Reply {
+		return scripted.Reply{Content: "done", Usage: &scripted.Usage{PromptTokens: 5_000, CompletionTokens: 100}, Delay: 50 * time.Millisecond}
+	})
+	require.NoError(t, err)
+	t.Cleanup(model.Close)
+	dir := t.TempDir()
+	cfgPath := filepath.Join(dir, "herald.yaml")
+	writeFile(t, cfgPath, "pricing: {m: {input: 1, output: 2}}\nbudgets: {tenants: {acme: {daily: 0.10}}}\n")
+	c := startCluster(t, map[string]string{"HERALD_CONFIG": cfgPath, "HERALD_BASE_URL": model.URL, "HERALD_MODEL": "m",
+		"HERALD_API_KEY": "test", "HERALD_SANDBOX": "none", "HERALD_WORKSPACE": filepath.Join(dir, "workspace"),
+		"HERALD_DATA_DIR": filepath.Join(dir, "data")})
+	c.serve("loop", "toolrunner", "memory", "compressor")
+	c.serve("gateway")
+	c.serve("gateway")
+
+	tasks := make([]proto.Task, sessions)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for i := range tasks {
+		tasks[i] = NewTask(fmt.Sprintf("acme session %d", i))
+		require.NoError(t, bus.PublishJSON(ctx, c.JS, bus.TenantTasks("acme"), "", tasks[i]))
+	}
+	day := time.Now().UTC().Format("2006-01-02")
+	var spent float64
+	exits := map[string]int{}
+	for _, task := range tasks {
+		res := waitResult(t, c, task, 120*time.Second)
+		exits[res.ExitReason]++
+		spent += res.CostUSD
+		if res.ExitReason == proto.ExitBudgetExhausted {
+			require.Contains(t, res.Error, `tenant "acme" daily window `+day+` ($0.1000) is used up`)
+		} else {
+			require.Equal(t, proto.ExitTextResponse, res.ExitReason, res.Error)
+		}
+	}
+	const callUSD = 0.0052 // 5,000 input tokens at $1/M and 100 output at $2/M
+	t.Logf("exits %v; spent $%.4f of a $0.10 day: overspend $%.4f (at most the calls in flight; one call is $%.4f)",
+		exits, spent, spent-0.10, callUSD)
+	require.Equal(t, sessions, exits[proto.ExitTextResponse]+exits[proto.ExitBudgetExhausted])
+	require.Positive(t, exits[proto.ExitBudgetExhausted], "the cap stopped some runs")
+	require.GreaterOrEqual(t, spent, 0.10, "the day was used, not refused early")
+	require.LessOrEqual(t, spent, 0.10+callUSD+1e-9, "at most one call over: each call's hold covered its cost")
+
+	var thresholds []float64
+	require.Eventually(t, func() bool {
+		thresholds = nil
+		s, err := c.JS.Stream(ctx, bus.StreamAlerts)
+		require.NoError(t, err)
+		info, err := s.Info(ctx)
+		require.NoError(t, err)
+		for seq := info.State.FirstSeq; info.State.Msgs > 0 && seq <= info.State.LastSeq; seq++ {
+			m, err := s.GetMsg(ctx, seq)
+			require.NoError(t, err)
+			var a proto.BudgetAlert
+			require.NoError(t, json.Unmarshal(m.Data, &a))
+			require.Equal(t, "acme", a.Tenant)
+			thresholds = append(thresholds, a.Threshold)
+		}
+		return len(thresholds) >= 4
+	}, 10*time.Second, 50*time.Millisecond)
+	slices.Sort(thresholds)
+	require.Equal(t, []float64{50, 75, 90, 100}, thresholds, "each threshold once across both gateway processes")
 }
