@@ -11,7 +11,6 @@ import (
 
 	"github.com/heraldrun/herald/pkg/bus"
 	"github.com/heraldrun/herald/pkg/config"
-	"github.com/heraldrun/herald/pkg/pricing"
 	"github.com/heraldrun/herald/pkg/telemetry"
 	"github.com/heraldrun/herald/proto"
 	"github.com/heraldrun/herald/proto/heraldpb"
@@ -106,7 +105,7 @@ func (r *callRun) holdID() string {
 // estimate is what the attempt may cost at most, as far as can be told
 // before asking: its messages (about four characters a token) as input and
 // its max_output_tokens (or estimateOutputTokens) as output, at the
-// model's price.
+// model's price now (tokens only: a per-request fee is settled, not held).
 func (r *callRun) estimate(ep endpoint) uint64 {
 	chars := 0
 	for _, m := range r.req.GetMessages() {
@@ -119,8 +118,7 @@ func (r *callRun) estimate(ep endpoint) uint64 {
 	if out <= 0 {
 		out = estimateOutputTokens
 	}
-	cost, _ := r.s.pricer.Charge(r.modelFor(ep), &heraldpb.Usage{InputTokens: int64(chars/4 + 1), OutputTokens: out},
-		pricing.Charges{Served: true})
+	cost, _ := r.s.pricer.CostNano(r.modelFor(ep), &heraldpb.Usage{InputTokens: int64(chars/4 + 1), OutputTokens: out})
 	return cost
 }
 
