@@ -28,6 +28,12 @@ type Task struct {
 	// ReasoningEffort asks reasoning models for minimal, low, medium or high
 	// effort, or off (none asked); "" keeps herald.yaml's reasoning settings.
 	ReasoningEffort string `json:"reasoning_effort,omitempty"`
+	// APIKeyID and ScheduleID name the API key and the schedule that
+	// started the task, whose budgets its model calls are charged to. Set
+	// by the api service (on herald.apitasks*) and the loop (a subagent
+	// inherits its parent's) only; refused on herald.tasks*.
+	APIKeyID   string `json:"api_key_id,omitempty"`
+	ScheduleID string `json:"schedule_id,omitempty"`
 	// BoundTenant is the tenant the task's subject (herald.tasks.<tenant>)
 	// binds it to, set by the loop; a body cannot set it.
 	BoundTenant string `json:"-"`
@@ -68,7 +74,8 @@ func (t Task) Validate() error {
 	case !ValidReasoningEffort(t.ReasoningEffort):
 		return fmt.Errorf("%w: field \"reasoning_effort\" must be minimal, low, medium, high or off (got %q)", ErrInvalidTask, t.ReasoningEffort)
 	}
-	for name, v := range map[string]string{"session_id": t.SessionID, "tenant": t.Tenant, "pool": t.Pool} {
+	for name, v := range map[string]string{"session_id": t.SessionID, "tenant": t.Tenant, "pool": t.Pool,
+		"api_key_id": t.APIKeyID, "schedule_id": t.ScheduleID} {
 		if v != "" && !IsToken(v) {
 			return fmt.Errorf("%w: field %q may hold only letters, digits, '-' and '_' (got %q)", ErrInvalidTask, name, v)
 		}

@@ -26,7 +26,16 @@ const (
 	// message schedules (herald.schedule.<id>) and the messages they fire
 	// (herald.schedule.<id>.fire).
 	StreamSchedules = "SCHEDULES"
+	// StreamAlerts keeps alerts (herald.alerts.>), such as budget alerts,
+	// for the webhook that forwards them and for `herald budgets`.
+	StreamAlerts = "ALERTS"
 )
+
+// BudgetAlertsSubject carries budget alerts (proto.BudgetAlert).
+const BudgetAlertsSubject = "herald.alerts.budget"
+
+// AlertsTTL is how long alerts are kept.
+const AlertsTTL = 90 * day
 
 // ScheduleFireTTL is how long a fired schedule message waits for the api
 // service to turn it into a task.
@@ -128,6 +137,7 @@ func Streams(replicas int) []jetstream.StreamConfig {
 		toolEvents,
 		s(StreamDLQ, []string{dlqPrefix + ">"}, jetstream.LimitsPolicy, 0),
 		schedules,
+		s(StreamAlerts, []string{"herald.alerts.>"}, jetstream.LimitsPolicy, AlertsTTL),
 	}
 }
 

@@ -109,9 +109,22 @@ const (
 	errUnknownTaskSubject = "%q is not a task subject"
 )
 
+// API tasks (issue 30): the api service publishes the runs it starts for
+// an API key or a schedule on herald.apitasks (herald.apitasks.<tenant> for
+// a key's tenant), which only it may publish: only a task that arrived there
+// may name the key (api_key_id) or schedule (schedule_id) whose budget it
+// is charged to; the same fields on herald.tasks* are refused.
+const (
+	APITasksSubject      = "herald.apitasks"
+	TenantAPITasksFilter = APITasksSubject + ".*"
+)
+
+func TenantAPITasks(tenant string) string { return APITasksSubject + "." + tenant }
+
 // TaskSubjects are the subjects the TASKS stream captures and the loop
-// consumes: public tasks and the loop's own subagent tasks.
-var TaskSubjects = []string{TasksSubject, TenantTasksFilter, SubtasksSubject, TenantSubtasksFilter}
+// consumes: public tasks, the api service's tasks and the loop's own
+// subagent tasks.
+var TaskSubjects = []string{TasksSubject, TenantTasksFilter, SubtasksSubject, TenantSubtasksFilter, APITasksSubject, TenantAPITasksFilter}
 
 func TenantSubtasks(tenant string) string { return SubtasksSubject + "." + tenant }
 
@@ -121,6 +134,8 @@ type TaskOrigin struct {
 	Tenant string
 	// Subagent is set for a task on the loop's subagent subjects.
 	Subagent bool
+	// API is set for a task on the api service's subjects.
+	API bool
 }
 
 // ErrTaskSubject is wrapped by TaskOriginOf's errors.
@@ -130,8 +145,8 @@ var ErrTaskSubject = errors.New("bad task subject")
 // tenant name is an error, never an unbound task: the stream captures
 // herald.tasks.<any token>, and such a task must be dead-lettered.
 func TaskOriginOf(subject string) (TaskOrigin, error) {
-	for _, base := range []string{TasksSubject, SubtasksSubject} {
-		o := TaskOrigin{Subagent: base == SubtasksSubject}
+	for _, base := range []string{TasksSubject, SubtasksSubject, APITasksSubject} {
+		o := TaskOrigin{Subagent: base == SubtasksSubject, API: base == APITasksSubject}
 		if subject == base {
 			return o, nil
 		}

@@ -16,6 +16,8 @@ func TestTaskOriginOfReadsEveryTaskSubject(t *testing.T) {
 		"herald.tasks.a_b-9":                      {Tenant: "a_b-9"},
 		"herald.subtasks":                         {Subagent: true},
 		"herald.subtasks.acme":                    {Tenant: "acme", Subagent: true},
+		"herald.apitasks":                         {API: true},
+		"herald.apitasks.acme":                    {Tenant: "acme", API: true},
 		bus.TenantTasks(strings.Repeat("x", 128)): {Tenant: strings.Repeat("x", 128)},
 	}
 	for subject, want := range good {
@@ -26,7 +28,7 @@ func TestTaskOriginOfReadsEveryTaskSubject(t *testing.T) {
 	// Tokens the TASKS stream captures (herald.tasks.*) but that name no
 	// tenant: never an unbound task.
 	for _, subject := range []string{"herald.tasks.café", bus.TenantTasks(strings.Repeat("x", 129)), "herald.tasks.*",
-		"herald.tasks.>", "herald.tasks.ac%me", "herald.tasks.", "herald.subtasks.café", "herald.tasksx", "herald.other"} {
+		"herald.tasks.>", "herald.tasks.ac%me", "herald.tasks.", "herald.subtasks.café", "herald.apitasks.café", "herald.apitasks.a.b", "herald.tasksx", "herald.other"} {
 		_, err := bus.TaskOriginOf(subject)
 		require.ErrorIs(t, err, bus.ErrTaskSubject, subject)
 		tenant, ok := bus.TaskTenant(subject)
@@ -45,8 +47,11 @@ func FuzzTaskOriginOf(f *testing.F) {
 			return
 		}
 		base := bus.TasksSubject
-		if o.Subagent {
+		switch {
+		case o.Subagent:
 			base = bus.SubtasksSubject
+		case o.API:
+			base = bus.APITasksSubject
 		}
 		if o.Tenant == "" {
 			require.Equal(t, base, subject)

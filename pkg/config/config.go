@@ -80,12 +80,6 @@ type Retry struct {
 	CallTimeout   time.Duration `yaml:"call_timeout"`
 }
 
-// Budgets cap spending in USD (beyond Hermes): per tenant, in total; a
-// task's own cap is its max_cost_usd.
-type Budgets struct {
-	Tenants map[string]float64 `yaml:"tenants"`
-}
-
 // MCPServer is a stdio MCP server whose tools the tool runner offers.
 type MCPServer struct {
 	Command string            `yaml:"command"`
@@ -298,6 +292,7 @@ func (c *Config) applyEnv(getenv func(string) string) {
 	for i := range c.FallbackProviders {
 		c.FallbackProviders[i].APIKey = ResolveKey(c.FallbackProviders[i], getenv, false)
 	}
+	c.Budgets.resolveSecret(getenv)
 }
 
 // ResolveKey finds a provider's key: its api_key_env, then (for the primary)
@@ -361,10 +356,7 @@ func (c Config) Validate() error {
 		check(p.Model != "", "fallback_providers[%d].model is required", i)
 	}
 	check(c.Tenant == "" || proto.IsToken(c.Tenant), "tenant: %q is not a tenant name (letters, digits, '-' and '_', 1 to 128 of them)", c.Tenant)
-	for tenant, b := range c.Budgets.Tenants {
-		check(b >= 0, "budgets.tenants.%s must not be negative", tenant)
-		check(proto.IsToken(tenant), "budgets.tenants: %q is not a tenant name (letters, digits, '-' and '_', 1 to 128 of them)", tenant)
-	}
+	errs = append(errs, c.Budgets.validate()...)
 	errs = append(errs, c.validateTenants()...)
 	if err := c.Reasoning.Validate(); err != nil {
 		errs = append(errs, err)

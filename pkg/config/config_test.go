@@ -37,7 +37,7 @@ budgets:
 	require.Equal(t, 12, cfg.Agent.MaxTurns)
 	require.Equal(t, 20, cfg.Compression.ProtectLastN, "defaults survive a partial file")
 	require.Equal(t, 2.0, cfg.Pricing["my-model"].Output)
-	require.Equal(t, 25.5, cfg.Budgets.Tenants["acme"])
+	require.Equal(t, BudgetLimits{Total: 25.5}, cfg.Budgets.Tenants["acme"], "a plain number is the lifetime (total) figure")
 }
 
 func TestModelAsPlainString(t *testing.T) {
@@ -70,13 +70,13 @@ func TestMissingExplicitFileIsAnError(t *testing.T) {
 func TestBudgetTenantKeysMustBeTenantNames(t *testing.T) {
 	for _, bad := range []string{"café", strings.Repeat("a", 129), "acme.*", "a b", ""} {
 		cfg := Default()
-		cfg.Budgets.Tenants = map[string]float64{bad: 1}
+		cfg.Budgets.Tenants = map[string]BudgetLimits{bad: {Total: 1}}
 		require.ErrorContains(t, cfg.Validate(), "is not a tenant name", "%q", bad)
 	}
 	cfg := Default()
 	cfg.Tenant = "café"
 	require.ErrorContains(t, cfg.Validate(), `tenant: "café" is not a tenant name`)
 	cfg = Default()
-	cfg.Budgets.Tenants = map[string]float64{"acme_2-x": 1, strings.Repeat("a", 128): 1}
+	cfg.Budgets.Tenants = map[string]BudgetLimits{"acme_2-x": {Total: 1}, strings.Repeat("a", 128): {Daily: 1}}
 	require.NoError(t, cfg.Validate())
 }

@@ -480,7 +480,12 @@ type LLMRequest struct {
 	ToolsDigest string `protobuf:"bytes,260,opt,name=tools_digest,json=toolsDigest,proto3" json:"tools_digest,omitempty"`
 	// reasoning is the task's request; empty fields take herald.yaml's
 	// `reasoning:` for the model asked.
-	Reasoning     *Reasoning `protobuf:"bytes,280,opt,name=reasoning,proto3" json:"reasoning,omitempty"`
+	Reasoning *Reasoning `protobuf:"bytes,280,opt,name=reasoning,proto3" json:"reasoning,omitempty"`
+	// api_key_id and schedule_id name the API key and the schedule whose run
+	// this call serves (set by the api service only, carried by the loop):
+	// their budgets (budgets.keys, budgets.schedules) are charged with it.
+	ApiKeyId      string `protobuf:"bytes,320,opt,name=api_key_id,json=apiKeyId,proto3" json:"api_key_id,omitempty"`
+	ScheduleId    string `protobuf:"bytes,321,opt,name=schedule_id,json=scheduleId,proto3" json:"schedule_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -660,6 +665,20 @@ func (x *LLMRequest) GetReasoning() *Reasoning {
 		return x.Reasoning
 	}
 	return nil
+}
+
+func (x *LLMRequest) GetApiKeyId() string {
+	if x != nil {
+		return x.ApiKeyId
+	}
+	return ""
+}
+
+func (x *LLMRequest) GetScheduleId() string {
+	if x != nil {
+		return x.ScheduleId
+	}
+	return ""
 }
 
 // LLMResponse is the gateway's answer to one LLMRequest (after retries and fallback).
@@ -1237,6 +1256,10 @@ type CompressRequest struct {
 	ReplySubject  string                 `protobuf:"bytes,10,opt,name=reply_subject,json=replySubject,proto3" json:"reply_subject,omitempty"`
 	Reason        string                 `protobuf:"bytes,11,opt,name=reason,proto3" json:"reason,omitempty"` // preflight | after_tools | overflow
 	Model         string                 `protobuf:"bytes,12,opt,name=model,proto3" json:"model,omitempty"`
+	// api_key_id and schedule_id: the session's (LLMRequest's), so the
+	// summary call is charged to the same budgets as the turn's own calls.
+	ApiKeyId      string `protobuf:"bytes,320,opt,name=api_key_id,json=apiKeyId,proto3" json:"api_key_id,omitempty"`
+	ScheduleId    string `protobuf:"bytes,321,opt,name=schedule_id,json=scheduleId,proto3" json:"schedule_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1351,6 +1374,20 @@ func (x *CompressRequest) GetReason() string {
 func (x *CompressRequest) GetModel() string {
 	if x != nil {
 		return x.Model
+	}
+	return ""
+}
+
+func (x *CompressRequest) GetApiKeyId() string {
+	if x != nil {
+		return x.ApiKeyId
+	}
+	return ""
+}
+
+func (x *CompressRequest) GetScheduleId() string {
+	if x != nil {
+		return x.ScheduleId
 	}
 	return ""
 }
@@ -2080,7 +2117,7 @@ const file_herald_v1_herald_proto_rawDesc = "" +
 	"\routput_tokens\x18\x02 \x01(\x03R\foutputTokens\x12*\n" +
 	"\x11cache_read_tokens\x18\x03 \x01(\x03R\x0fcacheReadTokens\x12,\n" +
 	"\x12cache_write_tokens\x18\x04 \x01(\x03R\x10cacheWriteTokens\x12)\n" +
-	"\x10reasoning_tokens\x18\x05 \x01(\x03R\x0freasoningTokens\"\xe1\x05\n" +
+	"\x10reasoning_tokens\x18\x05 \x01(\x03R\x0freasoningTokens\"\xa2\x06\n" +
 	"\n" +
 	"LLMRequest\x12\x1d\n" +
 	"\n" +
@@ -2107,7 +2144,11 @@ const file_herald_v1_herald_proto_rawDesc = "" +
 	"\ahistory\x18\xf0\x01 \x01(\v2\x18.herald.v1.TranscriptRefR\ahistory\x12\"\n" +
 	"\fbound_tenant\x18\xb4\x01 \x01(\tR\vboundTenant\x12\"\n" +
 	"\ftools_digest\x18\x84\x02 \x01(\tR\vtoolsDigest\x123\n" +
-	"\treasoning\x18\x98\x02 \x01(\v2\x14.herald.v1.ReasoningR\treasoning\"\x90\x05\n" +
+	"\treasoning\x18\x98\x02 \x01(\v2\x14.herald.v1.ReasoningR\treasoning\x12\x1d\n" +
+	"\n" +
+	"api_key_id\x18\xc0\x02 \x01(\tR\bapiKeyId\x12 \n" +
+	"\vschedule_id\x18\xc1\x02 \x01(\tR\n" +
+	"scheduleId\"\x90\x05\n" +
 	"\vLLMResponse\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x1d\n" +
@@ -2173,7 +2214,7 @@ const file_herald_v1_herald_proto_rawDesc = "" +
 	"\x10child_session_id\x18\r \x01(\tR\x0echildSessionId\x12 \n" +
 	"\vcall_digest\x18\xa0\x01 \x01(\tR\n" +
 	"callDigest\x12-\n" +
-	"\apricing\x18\x8e\x02 \x01(\v2\x12.herald.v1.PricingR\apricing\"\x9f\x03\n" +
+	"\apricing\x18\x8e\x02 \x01(\v2\x12.herald.v1.PricingR\apricing\"\xe0\x03\n" +
 	"\x0fCompressRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x1d\n" +
@@ -2189,7 +2230,11 @@ const file_herald_v1_herald_proto_rawDesc = "" +
 	"\rreply_subject\x18\n" +
 	" \x01(\tR\freplySubject\x12\x16\n" +
 	"\x06reason\x18\v \x01(\tR\x06reason\x12\x14\n" +
-	"\x05model\x18\f \x01(\tR\x05model\"\xdb\x03\n" +
+	"\x05model\x18\f \x01(\tR\x05model\x12\x1d\n" +
+	"\n" +
+	"api_key_id\x18\xc0\x02 \x01(\tR\bapiKeyId\x12 \n" +
+	"\vschedule_id\x18\xc1\x02 \x01(\tR\n" +
+	"scheduleId\"\xdb\x03\n" +
 	"\x0eCompressResult\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x1d\n" +

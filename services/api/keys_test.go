@@ -170,7 +170,7 @@ func TestKeysBindTheirTenantAndRevocationIsImmediate(t *testing.T) {
 	resp := call(t, "POST", h.URL+"/v1/runs", "", map[string]any{"prompt": "hi"}, &e)
 	require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
 
-	// A key's run is its tenant's: published on herald.tasks.acme.
+	// A key's run is its tenant's: published on herald.apitasks.acme.
 	rc := startRun(t, h, acme.Key, map[string]any{"prompt": "say: for acme"})
 	require.Equal(t, "acme", rc.Tenant)
 	st := waitRun(t, h, acme.Key, rc.RunID)
@@ -180,10 +180,16 @@ func TestKeysBindTheirTenantAndRevocationIsImmediate(t *testing.T) {
 	defer cancel()
 	_, err := bus.LastOnSubject(ctx, js, bus.StreamSessions, bus.TenantSessionResult("acme", rc.SessionID))
 	require.NoError(t, err, "the session is bound to acme: its result is on acme's subject too")
+	require.Equal(t, acme.ID, sessionRecord(t, js, rc.SessionID).APIKeyID, "the run carries its key, whose budget its calls are charged to")
 
 	resp = call(t, "POST", h.URL+"/v1/runs", acme.Key, map[string]any{"prompt": "hi", "tenant": "beta"}, &e)
 	require.Equal(t, http.StatusForbidden, resp.StatusCode)
 	require.Equal(t, "tenant_mismatch", e.Error.Code)
+	for _, field := range []string{"api_key_id", "schedule_id"} {
+		resp = call(t, "POST", h.URL+"/v1/runs", acme.Key, map[string]any{"prompt": "hi", field: "key_of_someone_else"}, &e)
+		require.Equal(t, http.StatusBadRequest, resp.StatusCode, "a body cannot name the key or schedule to charge: %s", field)
+		require.Contains(t, e.Error.Message, "set by Herald from the key and schedule that start a run")
+	}
 
 	// Another tenant's key sees none of it, not even the session.
 	for _, path := range []string{"/v1/runs/" + rc.RunID, "/v1/runs/" + rc.RunID + "/events"} {
@@ -227,4 +233,24 @@ func TestKeysBindTheirTenantAndRevocationIsImmediate(t *testing.T) {
 	require.Equal(t, 2, code, "revoking an unknown key is a usage error")
 	resp = call(t, "GET", h.URL+"/v1/runs/"+rc.RunID, beta, nil, &e)
 	require.Equal(t, http.StatusNotFound, resp.StatusCode, "beta still works, and still sees nothing of acme")
+}
+
+// sessionRecord reads what the loop keeps of a session (herald_sessions).
+func sessionRecord(t *testing.T, js jetstream.JetStream, sid string) struct {
+	APIKeyID   string `json:"api_key_id"`
+	ScheduleID string `json:"schedule_id"`
+} {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	kv, err := js.KeyValue(ctx, bus.BucketSessions)
+	require.NoError(t, err)
+	e, err := kv.Get(ctx, sid)
+	require.NoError(t, err)
+	var rec struct {
+		APIKeyID   string `json:"api_key_id"`
+		ScheduleID string `json:"schedule_id"`
+	}
+	require.NoError(t, json.Unmarshal(e.Value(), &rec))
+	return rec
 }

@@ -52,6 +52,9 @@ func (s *Service) createRun(w http.ResponseWriter, r *http.Request, p principal)
 	if task.ParentSessionID != "" {
 		return invalid("invalid_task", `field "parent_session_id" is set by Herald's loop only`)
 	}
+	if task.APIKeyID != "" || task.ScheduleID != "" {
+		return invalid("invalid_task", `fields "api_key_id" and "schedule_id" are set by Herald from the key and schedule that start a run`)
+	}
 	id := task.TaskID
 	if id == "" {
 		id = newID("run_")
@@ -135,13 +138,19 @@ func (s *Service) bind(p principal, rn *run) error {
 		return forbidden("tenant_mismatch", "this key belongs to tenant %q; it cannot start work for tenant %q", p.key.Tenant, task.Tenant)
 	}
 	task.Tenant, rn.Tenant, rn.Bound, rn.KeyID = p.key.Tenant, p.key.Tenant, true, p.key.ID
+	task.APIKeyID = p.key.ID
 	return nil
 }
 
 func (s *Service) publishTask(ctx context.Context, rn *run) error {
+	// on the api's own subjects: only their tasks may name a key or a
+	// schedule to charge (their budgets)
 	subject := bus.TasksSubject
-	if rn.Bound {
-		subject = bus.TenantTasks(rn.Tenant)
+	switch {
+	case rn.Bound:
+		subject = bus.TenantAPITasks(rn.Tenant)
+	case rn.Task.ScheduleID != "":
+		subject = bus.APITasksSubject
 	}
 	return bus.PublishJSON(ctx, s.deps.JS, subject, "task:"+rn.ID, rn.Task)
 }

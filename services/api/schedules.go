@@ -418,7 +418,7 @@ func (s *Service) fire(m jetstream.Msg) error {
 		return nil
 	}
 	task := proto.Task{Prompt: sc.Prompt, SessionID: fmt.Sprintf("sess_%s_%d", sc.ID, at.Unix()), Model: sc.Model,
-		MaxCostUSD: sc.MaxCostUSD, Tenant: sc.Tenant, Metadata: map[string]string{"schedule_id": sc.ID}}
+		MaxCostUSD: sc.MaxCostUSD, Tenant: sc.Tenant, Metadata: map[string]string{"schedule_id": sc.ID}, ScheduleID: sc.ID}
 	p := principal{}
 	if sc.KeyID != "" {
 		p.key = Key{ID: sc.KeyID, Tenant: sc.Tenant}

@@ -70,6 +70,7 @@ func TestSchedulesFireOnJetStreamPauseResumeAndNeverRunAFireTwice(t *testing.T) 
 		return st.Status == "completed"
 	}, 30*time.Second, 50*time.Millisecond)
 	require.Equal(t, "tick", st.Result.FinalResponse)
+	require.Equal(t, added.ID, sessionRecord(t, h.js(t), sc.LastSession).ScheduleID, "a fire carries its schedule, whose budget its calls are charged to")
 
 	_, _, code = h.cli(t, "schedules", "pause", added.ID)
 	require.Equal(t, 0, code)

@@ -105,6 +105,7 @@ func (s *Service) summarizeWithModel(ctx context.Context, req *heraldpb.Compress
 	llm := &heraldpb.LLMRequest{
 		RequestId: id, SessionId: req.SessionId, TaskId: req.TaskId, Tenant: req.Tenant,
 		Purpose: PurposeCompression, Model: req.Model, ReplySubject: reply, MaxOutputTokens: outTokens,
+		ApiKeyId: req.ApiKeyId, ScheduleId: req.ScheduleId,
 		Messages: []*heraldpb.ChatMessage{
 			{Role: roleSystem, Content: summarySystemPrompt},
 			{Role: roleUser, Content: summaryPrompt(goal, middle, previous, budget)},

@@ -44,7 +44,7 @@ func TestMiddleBecomesAModelSummaryThroughTheGateway(t *testing.T) {
 	msgs := agentHistory(goal, 60, 3000)
 	msgs[20].Content = "the flaky test is TestRetryBackoff"
 	res := request(t, b, &heraldpb.CompressRequest{RequestId: "sess1:7:compress", SessionId: "sess1", TaskId: "task1",
-		Tenant: "acme", Model: "gpt-4o", Messages: msgs, ContextWindow: 60_000, Reason: ReasonOverflow})
+		Tenant: "acme", Model: "gpt-4o", Messages: msgs, ContextWindow: 60_000, Reason: ReasonOverflow, ApiKeyId: "key_a", ScheduleId: "sch_b"})
 
 	reqs := hop.Requests()
 	require.Len(t, reqs, 1)
@@ -53,6 +53,8 @@ func TestMiddleBecomesAModelSummaryThroughTheGateway(t *testing.T) {
 	require.Equal(t, "sess1:7:compress:summary", llm.RequestId)
 	require.Equal(t, bus.LLMResponse(bus.OwnerCompressor, "sess1"), llm.ReplySubject)
 	require.Equal(t, "acme", llm.Tenant)
+	require.Equal(t, "key_a", llm.ApiKeyId, "the summary is charged to the session's key and schedule budgets too")
+	require.Equal(t, "sch_b", llm.ScheduleId)
 	require.Equal(t, "task1", llm.TaskId)
 	require.Empty(t, llm.Tools, "a summary call offers no tools")
 	prompt := llm.Messages[len(llm.Messages)-1].Content

@@ -30,7 +30,7 @@ func TestTenantMoneyBudgetIsSharedAndEnforced(t *testing.T) {
 	usage := &scripted.Usage{PromptTokens: 1_000_000, CompletionTokens: 0}
 	r := newRig(t, scripted.Conversation(scripted.Reply{Content: "pricey", Usage: usage}), func(c *Config) {
 		c.Pricing = map[string]config.Price{"m1": {Input: 2}}
-		c.TenantBudgetsUSD = map[string]float64{"acme": 3}
+		c.Budgets.Tenants = map[string]config.BudgetLimits{"acme": {Total: 3}}
 	})
 	ask := func(sid string) (string, string) {
 		req := r.request(sid, "hello")

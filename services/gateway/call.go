@@ -31,6 +31,8 @@ type callRun struct {
 	billed []pendingUsage
 	// wire are the encodings of the request's history messages.
 	wire []*wireSlot
+	// hold is the current attempt's reservation in its budget windows.
+	hold *budgetHold
 }
 
 func (s *Service) newRun(req *heraldpb.LLMRequest, delivery uint64) *callRun {
@@ -106,7 +108,7 @@ func (r *callRun) attempt(ctx context.Context, ep endpoint) (modelAnswer, *attem
 	if ctx.Err() != nil {
 		return modelAnswer{}, r.stopped(ctx, nil)
 	}
-	if ae := r.checkBudgets(ctx); ae != nil {
+	if ae := r.checkBudgets(ctx, ep); ae != nil {
 		return modelAnswer{}, ae
 	}
 	r.attempts++
@@ -186,11 +188,16 @@ func (r *callRun) modelFor(ep endpoint) string {
 	return ep.model
 }
 
-func (r *callRun) checkBudgets(ctx context.Context) *attemptError {
+// checkBudgets refuses an attempt over the task's max_cost_usd or a budget
+// window, and otherwise holds its estimated cost in its windows (settled
+// by bill).
+func (r *callRun) checkBudgets(ctx context.Context, ep endpoint) *attemptError {
 	if ae := checkSessionBudget(r.req, r.costNano); ae != nil {
 		return ae
 	}
-	return r.s.spend.check(ctx, r.tenant)
+	hold, ae := r.s.budget.reserve(ctx, r, ep)
+	r.hold = hold
+	return ae
 }
 
 // stopped explains an attempt cut short by its context.

@@ -9,7 +9,7 @@ import (
 )
 
 // Config is what the gateway needs to know. Knobs that herald.yaml does not
-// carry (Concurrency, RateLimitCooldown, StreamIdleTimeout, TenantBudgetsUSD)
+// carry (Concurrency, RateLimitCooldown, StreamIdleTimeout, Now)
 // have defaults here.
 type Config struct {
 	// Primary serves every call unless it fails over or is cooling down.
@@ -24,8 +24,14 @@ type Config struct {
 	Pricing map[string]config.Price
 	// Tenant is used for requests that name none.
 	Tenant string
-	// TenantBudgetsUSD caps what a tenant may spend in total; 0 or absent: no cap.
-	TenantBudgetsUSD map[string]float64
+	// Budgets caps what tenants, API keys and schedules may spend, in
+	// total and per day and month (herald.yaml's budgets).
+	Budgets config.Budgets
+	// Now is the clock of budget windows (tests set it); nil is time.Now.
+	Now func() time.Time
+	// WebhookRetryDelays are the waits between POSTs of a budget alert to
+	// budgets.webhook (the last repeats); empty: 1s, 5s, 30s, 2m, 10m.
+	WebhookRetryDelays []time.Duration
 	// RateLimitCooldown keeps a rate-limited provider out of the chain.
 	RateLimitCooldown time.Duration
 	// Concurrency caps the calls this process works on at once.
@@ -55,7 +61,7 @@ func ConfigFrom(c config.Config) Config {
 		Retry:             c.Retry,
 		Pricing:           c.Pricing,
 		Tenant:            c.Tenant,
-		TenantBudgetsUSD:  c.Budgets.Tenants,
+		Budgets:           c.Budgets,
 		RateLimitCooldown: DefaultRateLimitCooldown,
 		Concurrency:       DefaultConcurrency,
 		Profiles:          c.Providers,
@@ -114,10 +120,8 @@ func (c Config) Validate() error {
 			errs = append(errs, err)
 		}
 	}
-	for tenant, b := range c.TenantBudgetsUSD {
-		if b < 0 {
-			errs = append(errs, fmt.Errorf("gateway: budget of tenant %q must not be negative", tenant))
-		}
+	if err := c.Budgets.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("gateway: %w", err))
 	}
 	return errors.Join(errs...)
 }

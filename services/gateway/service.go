@@ -32,7 +32,7 @@ type Service struct {
 	pricer    Pricer
 	inflight  *inflight
 	health    *health
-	spend     *tenantSpend
+	budget    *budgetGuard
 	hooks     *hooks.Client
 	staleReqs *staleRequests
 	histories *histories
@@ -41,6 +41,7 @@ type Service struct {
 
 	mu       sync.Mutex
 	worker   *bus.Worker
+	webhook  *bus.Worker
 	sub      *nats.Subscription
 	started  bool
 	shutdown bool
@@ -67,7 +68,11 @@ func New(cfg Config, deps service.Deps) (*Service, error) {
 		s.endpoints = append(s.endpoints, ep)
 		s.clients = append(s.clients, newModelClient(ep, hc))
 	}
-	s.spend = newTenantSpend(deps.JS, cfg.TenantBudgetsUSD)
+	budget, err := newBudgetGuard(cfg, deps.JS, s.log)
+	if err != nil {
+		return nil, err
+	}
+	s.budget = budget
 	s.hooks = hooks.New(deps.NC, hooks.Config{}, s.log)
 	s.staleReqs = &staleRequests{records: bus.NewLazyBucket(deps.JS, bus.BucketSessions)}
 	s.histories = newHistories(deps.JS)
@@ -100,7 +105,13 @@ func (s *Service) Start(ctx context.Context) error {
 		_ = sub.Unsubscribe()
 		return fmt.Errorf("gateway: %w", err)
 	}
-	s.sub, s.worker, s.started = sub, w, true
+	hook, err := s.startWebhook(ctx)
+	if err != nil {
+		_ = sub.Unsubscribe()
+		_ = w.Stop(ctx)
+		return fmt.Errorf("gateway: budget webhook: %w", err)
+	}
+	s.sub, s.worker, s.webhook, s.started = sub, w, hook, true
 	s.log.Info().Str("model", s.cfg.Primary.Model).Str("api_mode", s.endpoints[0].mode).
 		Int("fallbacks", len(s.cfg.Fallbacks)).Msg("gateway taking LLM requests")
 	return nil
@@ -115,11 +126,14 @@ func (s *Service) Shutdown(ctx context.Context) error {
 		return nil
 	}
 	s.shutdown = true
-	w, sub := s.worker, s.sub
+	w, sub, hook := s.worker, s.sub, s.webhook
 	s.mu.Unlock()
 	var errs []error
 	if w != nil {
 		errs = append(errs, w.Stop(ctx))
+	}
+	if hook != nil {
+		errs = append(errs, hook.Stop(ctx))
 	}
 	if sub != nil {
 		errs = append(errs, sub.Unsubscribe())

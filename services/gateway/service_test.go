@@ -43,7 +43,7 @@ func TestInvalidConfigIsRefusedAtStart(t *testing.T) {
 	require.ErrorContains(t, err, "primary model is not set")
 	_, err = New(Config{Primary: config.Provider{Model: "m"}, Fallbacks: []config.Provider{{Provider: "x"}}}, deps)
 	require.ErrorContains(t, err, "fallback_providers[0].model is required")
-	_, err = New(Config{Primary: config.Provider{Model: "m"}, TenantBudgetsUSD: map[string]float64{"t": -1}}, deps)
+	_, err = New(Config{Primary: config.Provider{Model: "m"}, Budgets: config.Budgets{Tenants: map[string]config.BudgetLimits{"t": {Total: -1}}}}, deps)
 	require.ErrorContains(t, err, "must not be negative")
 	_, err = New(Config{Primary: config.Provider{Model: "m"}}, service.Deps{})
 	require.ErrorContains(t, err, "NATS")

@@ -59,14 +59,10 @@ func (r *callRun) bill(ctx context.Context, ep endpoint, u *heraldpb.Usage, c pr
 	}
 	telemetry.ModelAttempt(ep.provider, model, ev.ErrorClass, r.tenant, latency, u, cost)
 	r.billed = append(r.billed, r.s.publishUsage(ev))
-	if cost == 0 {
-		return 0
-	}
 	pctx, cancel := publishCtx(ctx)
 	defer cancel()
-	if err := r.s.spend.add(pctx, r.tenant, cost); err != nil {
-		r.s.log.Warn().Err(err).Str("tenant", r.tenant).Msg("tenant spend not recorded")
-	}
+	r.s.budget.settle(pctx, r.hold, cost)
+	r.hold = nil
 	return cost
 }
 

@@ -10,10 +10,15 @@ import (
 
 // dashboardHandler is accounting's cost dashboard over the ClickHouse at dsn.
 // It answers requests for loopback names and hosts only (pkg/httpguard).
-func dashboardHandler(dsn, token string, hosts []string, transcripts accounting.Transcripts, log zerolog.Logger) (http.Handler, error) {
+// mounts add pages under the same rule (the budgets page).
+func dashboardHandler(dsn, token string, hosts []string, transcripts accounting.Transcripts, log zerolog.Logger,
+	mounts ...func(mount func(string, http.Handler))) (http.Handler, error) {
 	d := accounting.NewDashboard(dsn, token, log)
 	d.AllowHosts(hosts...)
 	d.SetTranscripts(transcripts)
 	d.Handle("GET /metrics", telemetry.Handler()) // under the dashboard's access rule
+	for _, m := range mounts {
+		m(d.Handle)
+	}
 	return d, nil
 }

@@ -73,6 +73,7 @@ Usage:
   herald demo                     the whole system on a built-in scripted model
   herald keys create --tenant T | list | revoke ID   API keys of the HTTP api (docs/API.md)
   herald schedules add|list|pause|resume|remove   prompts run on a timetable (docs/API.md)
+  herald budgets [--json]         spend against every budget window, and the alerts sent (docs/COSTS.md)
   herald version                  the version of this binary (also --version)
 
 Run 'herald COMMAND -h' for a command's flags.
@@ -112,6 +113,8 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 		return cmdKeys(ctx, args[1:], io)
 	case "schedules":
 		return cmdSchedules(ctx, args[1:], io)
+	case "budgets":
+		return cmdBudgets(ctx, args[1:], io)
 	case "--version", "version":
 		fmt.Fprintln(stdout, versionLine())
 		return exitOK

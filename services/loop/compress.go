@@ -96,6 +96,7 @@ func (s *Service) requestCompression(t *txn, scaffold []scaffoldMsg, resume requ
 		Messages: msgs, ProtectFirstN: int32(c.ProtectFirstN), ProtectLastN: int32(c.ProtectLastN),
 		ContextWindow: s.compressWindow(st, msgs), TargetRatio: c.TargetRatio,
 		ReplySubject: bus.CompressResult(st.SessionID), Reason: reason, Model: st.Model,
+		ApiKeyId: st.APIKeyID, ScheduleId: st.ScheduleID,
 	}
 	st.Status = statusCompressing
 	st.Pending = &Pending{Kind: waitCompress, RequestID: reqID, Scaffold: scaffold, Resume: int(resume),

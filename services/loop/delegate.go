@@ -48,6 +48,7 @@ func (s *Service) dispatchChild(t *txn, c PendingCall) {
 		Prompt: prompt, SessionID: childSessionID(st.SessionID, c.CallID), TaskID: st.TaskID + "-" + c.CallID,
 		Model: st.Model, Tenant: st.Tenant, Toolsets: a.Toolsets, Workspace: st.Workspace, Pool: st.Pool,
 		MaxIterations: s.cfg.ChildMaxIterations, ParentSessionID: st.SessionID, Yes: st.Yes, ReasoningEffort: st.ReasoningEffort,
+		APIKeyID: st.APIKeyID, ScheduleID: st.ScheduleID,
 		Metadata: map[string]string{parentCallKey: c.CallID},
 	}
 	if strings.TrimSpace(a.Goal) == "" {

@@ -72,6 +72,7 @@ func (s *Service) startTurn(ctx context.Context, t *txn, task proto.Task, publis
 	st.Workspace = firstNonEmpty(task.Workspace, st.Workspace)
 	st.ParentSessionID = firstNonEmpty(task.ParentSessionID, st.ParentSessionID)
 	st.ParentCallID = firstNonEmpty(task.Metadata[parentCallKey], st.ParentCallID)
+	st.APIKeyID, st.ScheduleID = task.APIKeyID, task.ScheduleID
 	st.MaxCostUSD = task.MaxCostUSD
 	st.ReasoningEffort = task.ReasoningEffort
 	st.Yes = task.Yes
@@ -179,7 +180,7 @@ func (s *Service) llmRequest(t *txn, reqID string, scaffold []scaffoldMsg, grace
 		Purpose: purpose, Step: int32(st.Step), Turn: int32(st.Turn), Model: st.Model,
 		Messages: msgs, Stream: true, ReplySubject: bus.LLMResponse(bus.OwnerLoop, st.SessionID),
 		MaxCostUsd: st.MaxCostUSD, SpentUsd: st.CostUSD, ParentSessionId: st.ParentSessionID,
-		PreferFallback: st.PreferFallback, BoundTenant: st.BoundTenant,
+		PreferFallback: st.PreferFallback, BoundTenant: st.BoundTenant, ApiKeyId: st.APIKeyID, ScheduleId: st.ScheduleID,
 	}
 	if st.ReasoningEffort != "" {
 		req.Reasoning = &heraldpb.Reasoning{Effort: st.ReasoningEffort}

@@ -76,9 +76,13 @@ type State struct {
 	Pool            string `json:"pool"`
 	Workspace       string `json:"workspace,omitempty"`
 	ParentSessionID string `json:"parent_session_id,omitempty"`
-	Status          string `json:"status"`
-	Turn            int    `json:"turn"`
-	Step            int    `json:"step"`
+	// APIKeyID and ScheduleID: the API key and schedule whose budgets the
+	// turn's model calls are charged to (the task's, from the api service).
+	APIKeyID   string `json:"api_key_id,omitempty"`
+	ScheduleID string `json:"schedule_id,omitempty"`
+	Status     string `json:"status"`
+	Turn       int    `json:"turn"`
+	Step       int    `json:"step"`
 	// Refunds are iterations given back by cheap-only steps this turn.
 	Refunds       int `json:"refunds,omitempty"`
 	MaxIterations int `json:"max_iterations"`

@@ -29,6 +29,14 @@ const parentCallKey = "parent_call_id"
 // would make this task's answer that call's result. A subagent's task must
 // name both, and be the child that call spawns.
 func checkProvenance(task proto.Task, origin bus.TaskOrigin, subject string) error {
+	if !origin.API && !origin.Subagent {
+		// naming another's key or schedule would charge its budget
+		for field, v := range map[string]string{"api_key_id": task.APIKeyID, "schedule_id": task.ScheduleID} {
+			if v != "" {
+				return fmt.Errorf("%w: field %q is set only by Herald's api service (on %s*); it is refused on %s", proto.ErrInvalidTask, field, bus.APITasksSubject, subject)
+			}
+		}
+	}
 	parent, call := task.ParentSessionID, task.Metadata[parentCallKey]
 	_, hasCall := task.Metadata[parentCallKey]
 	if !origin.Subagent {

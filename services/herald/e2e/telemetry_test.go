@@ -61,7 +61,9 @@ func telemetryCluster(t *testing.T, col *collector, model *scripted.Server, work
 	cfg := filepath.Join(t.TempDir(), "herald.yaml")
 	writeFile(t, cfg, "retry: {base_delay: 10ms, max_delay: 50ms}\n"+
 		"fallback_providers: [{provider: openai, model: backup, base_url: \""+model.URL+"\"}]\n"+
-		"pricing: {m: {input: 1, output: 2}, backup: {input: 1, output: 2}}\n")
+		"pricing: {m: {input: 1, output: 2}, backup: {input: 1, output: 2}}\n"+
+		// a window the session's first call alerts (herald_budget_alerts_total) and never fills
+		"budgets: {tenants: {default: {daily: 1000}}, alert_thresholds: [0.0000001]}\n")
 	c := startCluster(t, map[string]string{"HERALD_BASE_URL": model.URL, "HERALD_MODEL": "m",
 		"HERALD_API_KEY": secretKey, "HERALD_WORKSPACE": workspace, "HERALD_DATA_DIR": t.TempDir(),
 		"HERALD_CONFIG": cfg, "OTEL_EXPORTER_OTLP_ENDPOINT": col.HTTP, "OTEL_BSP_SCHEDULE_DELAY": "100"})
@@ -241,6 +243,7 @@ func TestOperationsDashboardQueriesMatchARealScrape(t *testing.T) {
 	require.Equal(t, 1.0, sample(texts, `herald_model_fallbacks_total{error_class="overloaded",provider="openai"}`))
 	require.Equal(t, 1.0, sample(texts, `herald_dead_letters_total{stream="TASKS"}`))
 	require.Positive(t, sample(texts, `herald_spend_usd_total{tenant="default"}`))
+	require.Equal(t, 1.0, sample(texts, `herald_budget_alerts_total{id="default",scope="tenant",tenant="default",threshold="0.0000001",window="daily"}`))
 
 	data, err := os.ReadFile(filepath.Join("..", "..", "..", "deploy", "grafana", "herald-operations.json"))
 	require.NoError(t, err)
