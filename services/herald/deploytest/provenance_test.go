@@ -84,6 +84,8 @@ func TestOnlyTheLoopPublishesSubagentTasksAndAnswers(t *testing.T) {
 			bus.SubtasksSubject: forgedTask, bus.TenantSubtasks("acme"): forgedTask,
 			bus.ToolResult(parent.SessionID, callID): forgedAnswer,
 			bus.ContextFiles(bus.DefaultPool):        ctxReq,
+			// only the api names the key or schedule a run is charged to
+			bus.APITasksSubject: forgedTask, bus.TenantAPITasks("acme"): forgedTask,
 		} {
 			require.NoError(t, c.nc.Publish(subj, data))
 			c.requireDenied("publish", subj)
