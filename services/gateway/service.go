@@ -44,6 +44,8 @@ type Service struct {
 	sub      *nats.Subscription
 	started  bool
 	shutdown bool
+	// stopPrices ends the watch of imported prices.
+	stopPrices context.CancelFunc
 }
 
 // New builds the gateway; it fails fast on a configuration it cannot serve.
@@ -95,12 +97,19 @@ func (s *Service) Start(ctx context.Context) error {
 		FilterSubjects: []string{bus.LLMRequest(">")},
 		Concurrency:    s.cfg.Concurrency,
 	}
+	pctx, stopPrices := context.WithCancel(context.WithoutCancel(ctx))
+	if err := s.pricer.watchPrices(pctx, s.js, s.log); err != nil {
+		stopPrices()
+		_ = sub.Unsubscribe()
+		return fmt.Errorf("gateway: watch imported prices: %w", err)
+	}
 	w, err := bus.StartWorker(ctx, s.js, spec, s.handle, s.log)
 	if err != nil {
+		stopPrices()
 		_ = sub.Unsubscribe()
 		return fmt.Errorf("gateway: %w", err)
 	}
-	s.sub, s.worker, s.started = sub, w, true
+	s.sub, s.worker, s.started, s.stopPrices = sub, w, true, stopPrices
 	s.log.Info().Str("model", s.cfg.Primary.Model).Str("api_mode", s.endpoints[0].mode).
 		Int("fallbacks", len(s.cfg.Fallbacks)).Msg("gateway taking LLM requests")
 	return nil
@@ -116,6 +125,9 @@ func (s *Service) Shutdown(ctx context.Context) error {
 	}
 	s.shutdown = true
 	w, sub := s.worker, s.sub
+	if s.stopPrices != nil {
+		s.stopPrices()
+	}
 	s.mu.Unlock()
 	var errs []error
 	if w != nil {
