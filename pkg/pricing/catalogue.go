@@ -275,7 +275,7 @@ func genaiModel(provider string, m gpModel, ignored map[string]int) (Imported, [
 		}
 		if c.Constraint != nil {
 			if c.Constraint.Type != "start_date" {
-				skipped = append(skipped, fmt.Sprintf("%s:%s: a price by %s (Herald's prices change by date only)", provider, m.ID, c.Constraint.Type))
+				skipped = append(skipped, fmt.Sprintf("%s:%s: its price by %s is left out (Herald's prices change by date only); its other prices are imported", provider, m.ID, c.Constraint.Type))
 				continue
 			}
 			since, err := ParseSince(c.Constraint.StartDate)

@@ -99,9 +99,9 @@ func (s *Service) Start(ctx context.Context) error {
 	}
 	pctx, stopPrices := context.WithCancel(context.WithoutCancel(ctx))
 	if err := s.pricer.watchPrices(pctx, s.js, s.log); err != nil {
-		stopPrices()
-		_ = sub.Unsubscribe()
-		return fmt.Errorf("gateway: watch imported prices: %w", err)
+		// a server declared by an older Herald: configured and built-in
+		// prices still price every call
+		s.log.Error().Err(err).Msg("imported prices not watched: run herald declare")
 	}
 	w, err := bus.StartWorker(ctx, s.js, spec, s.handle, s.log)
 	if err != nil {
