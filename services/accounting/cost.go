@@ -237,6 +237,8 @@ func (s *store) addUnpriced(ctx context.Context, plan usagePlan, key groupKey, r
 		conds, args = append(conds, "ts >= toDateTime(?)"), append(args, uint32(plan.from.Unix()))
 	}
 	conds = append(conds, plan.idConds("hour", &args)...)
+	// a row `herald cost reprice` priced since is priced (007)
+	conds = append(conds, "event_id NOT IN (SELECT event_id FROM usage_corrections WHERE price_source_before = 'unknown' OR price_source_before LIKE 'unknown;%')")
 	from := "usage_unpriced"
 	if key.roots {
 		from += rootJoin

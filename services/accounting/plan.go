@@ -85,6 +85,12 @@ const sums = "calls, errors, input_tokens, output_tokens, cache_read_tokens, cac
 const rawSums = "toUInt64(1) AS calls, toUInt64(status != 'ok') AS errors, input_tokens, output_tokens, " +
 	"cache_read_tokens, cache_write_tokens, reasoning_tokens, cost_nano_usd, toUInt64(latency_ms) AS latency_ms"
 
+// correctionSums are a price correction's columns (usage_corrections, 007):
+// no call, no tokens, the cost's difference modulo 2^64 (sums add it back).
+const correctionSums = "toUInt64(0) AS calls, toUInt64(0) AS errors, toUInt64(0) AS input_tokens, toUInt64(0) AS output_tokens, " +
+	"toUInt64(0) AS cache_read_tokens, toUInt64(0) AS cache_write_tokens, toUInt64(0) AS reasoning_tokens, " +
+	"toUInt64(toInt64(cost_after_nano_usd) - toInt64(cost_before_nano_usd)) AS cost_nano_usd, toUInt64(0) AS latency_ms"
+
 // source is a FROM clause (a subquery) yielding hour, the key columns and the
 // sums, combining the roll-up with raw rows of the partial first hour, and
 // the arguments its placeholders take, in order.
@@ -112,6 +118,9 @@ func (p usagePlan) source(k groupKey) (string, []any) {
 	if p.from.Before(p.edge) {
 		rawCols := "toDateTime(intDiv(toUInt32(ts), 3600) * 3600) AS hour, " + strings.TrimPrefix(cols, "hour, ")
 		q += " UNION ALL SELECT " + rawCols + ", " + rawSums + " FROM usage_events" + where("ts", p.from, p.edge)
+		// the roll-ups hold the corrections of their hours (007); the raw
+		// rows' are read beside them
+		q += " UNION ALL SELECT " + rawCols + ", " + correctionSums + " FROM usage_corrections" + where("ts", p.from, p.edge)
 	}
 	return q + ")", args
 }
