@@ -11,6 +11,9 @@ type usageFilter struct {
 	Since   time.Duration
 	Session string
 	Tenant  string
+	// From and To are a window of whole hours (a month), used when Since
+	// is 0; To zero: no end.
+	From, To time.Time
 }
 
 // usagePlan is where a usage query reads from: a roll-up view for whole
@@ -22,6 +25,7 @@ type usagePlan struct {
 	filter usageFilter
 	from   time.Time // zero: all time
 	edge   time.Time
+	to     time.Time // zero: no end
 	// family is the filtered session with its subagents and where their
 	// rows are (tenants and hours); set by resolve.
 	family family
@@ -29,6 +33,10 @@ type usagePlan struct {
 
 func planUsage(f usageFilter, now time.Time) usagePlan {
 	p := usagePlan{filter: f}
+	if f.Since == 0 && !f.From.IsZero() {
+		p.from, p.edge, p.to = f.From.UTC(), f.From.UTC(), f.To.UTC()
+		return p
+	}
 	if f.Since > 0 {
 		p.from = now.Add(-f.Since).UTC().Truncate(time.Second)
 		p.edge = p.from.Truncate(time.Hour)
@@ -114,7 +122,7 @@ func (p usagePlan) source(k groupKey) (string, []any) {
 		}
 		return " WHERE " + strings.Join(conds, " AND ")
 	}
-	q := "(SELECT " + cols + ", " + sums + " FROM " + rollup + where("hour", p.edge, time.Time{})
+	q := "(SELECT " + cols + ", " + sums + " FROM " + rollup + where("hour", p.edge, p.to)
 	if p.from.Before(p.edge) {
 		rawCols := "toDateTime(intDiv(toUInt32(ts), 3600) * 3600) AS hour, " + strings.TrimPrefix(cols, "hour, ")
 		q += " UNION ALL SELECT " + rawCols + ", " + rawSums + " FROM usage_events" + where("ts", p.from, p.edge)
