@@ -269,6 +269,9 @@ func genaiModel(provider string, m gpModel, ignored map[string]int) (Imported, [
 	}
 	var skipped []string
 	for _, c := range conds {
+		if !hasTokenPrice(c.Prices) {
+			continue // {} (a subscription's models): no price, not a price of 0
+		}
 		p, err := genaiPrice(c.Prices, ignored)
 		if err != nil {
 			return imp, nil, err
@@ -297,6 +300,13 @@ func genaiModel(provider string, m gpModel, ignored map[string]int) (Imported, [
 		}
 	}
 	return imp, skipped, nil
+}
+
+// hasTokenPrice: raw prices input or output tokens.
+func hasTokenPrice(raw map[string]json.RawMessage) bool {
+	_, in := raw["input_mtok"]
+	_, out := raw["output_mtok"]
+	return in || out
 }
 
 // genaiPrice reads one genai-prices price object (USD per million tokens,

@@ -159,7 +159,8 @@ const genaiSample = `[
    {"id": "acme-mini", "match": {"contains": "acme-mini"}, "prices": {"input_mtok": 0.1, "output_mtok": 0.4, "requests_kcount": 5}}
   ]},
  {"id": "reseller", "name": "Reseller", "api_pattern": "y", "models": [
-   {"id": "acme-mini", "match": {"equals": "acme-mini"}, "prices": {"input_mtok": 9, "output_mtok": 9}}
+   {"id": "acme-mini", "match": {"equals": "acme-mini"}, "prices": {"input_mtok": 9, "output_mtok": 9}},
+   {"id": "acme-max", "match": {"equals": "acme-max"}, "prices": {}}
  ]}
 ]`
 
@@ -176,6 +177,7 @@ func TestGenAIPricesCatalogue(t *testing.T) {
 	require.Equal(t, 0.01, pro.Prices[1].Fees[FeeWebSearch])
 	require.Equal(t, 0.005, cat.Models["acme-mini"].Prices[0].PerRequest)
 	require.Equal(t, 0.1, cat.Models["acme-mini"].Prices[0].Input, "the maker's listing wins over a reseller's")
+	require.NotContains(t, cat.Models, "acme-max", "no price is not a price of 0")
 	joined, _ := json.Marshal(cat.Skipped)
 	require.Contains(t, string(joined), "time_of_date")
 	require.Contains(t, string(joined), "input_audio_mtok")
