@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/heraldrun/herald/pkg/bus"
 	"github.com/heraldrun/herald/pkg/config"
 	"github.com/heraldrun/herald/pkg/scripted"
 	"github.com/heraldrun/herald/proto"
@@ -92,10 +93,21 @@ func TestImportedCatalogueIsInForceWithoutARestartAndRepricesThePast(t *testing.
 	env := map[string]string{"HERALD_NATS_URL": h.App.Server.ClientURL(), "HERALD_CONFIG": yaml,
 		"HERALD_CLICKHOUSE_DSN": h.Config.ClickHouseDSN, "HERALD_DATA_DIR": filepath.Join(dir, "data")}
 
+	bad := filepath.Join(dir, "bad.json")
+	require.NoError(t, os.WriteFile(bad, []byte(`"not a catalogue"`), 0o644))
+	out, code := runHerald(t, env, "prices", "import", bad)
+	require.Equal(t, 2, code, out)
+	require.Contains(t, out, "not a price catalogue")
+	require.NoError(t, os.WriteFile(bad, []byte(`[{"id": "x", "models": [{"id": "m", "prices": {"input_mtok": -1}}]}]`), 0o644))
+	out, code = runHerald(t, env, "prices", "import", bad)
+	require.Equal(t, 0, code, out)
+	require.Contains(t, out, "0 models added", "a negative price is not imported")
+	require.Contains(t, out, "x:m: price input_mtok is negative")
+
 	before := h.Run(NewTask("before the import"))
 	require.Equal(t, proto.CostUnknown, before.CostStatus, "command-r has no price yet")
 
-	out, code := runHerald(t, env, "prices", "import", path)
+	out, code = runHerald(t, env, "prices", "import", path)
 	require.Equal(t, 0, code, out)
 	require.Contains(t, out, "(genai-prices): ")
 	require.Contains(t, out, "kept from herald.yaml")
@@ -126,6 +138,16 @@ func TestImportedCatalogueIsInForceWithoutARestartAndRepricesThePast(t *testing.
 		require.NoError(t, err)
 		return rep.Rows[0].Key
 	}()
+
+	// one reprice at a time: a lease held elsewhere refuses a second
+	leases, err := h.JS.KeyValue(ctx, bus.BucketAccounting)
+	require.NoError(t, err)
+	_, err = leases.Create(ctx, "reprice", []byte("another process"))
+	require.NoError(t, err)
+	out, code = runHerald(t, env, "cost", "reprice", "--model", "command-r")
+	require.Equal(t, 1, code, out)
+	require.Contains(t, out, "another herald cost reprice is running")
+	require.NoError(t, leases.Delete(ctx, "reprice"))
 
 	out, code = runHerald(t, env, "cost", "reprice", "--model", "command-r")
 	require.Equal(t, 0, code, out)
