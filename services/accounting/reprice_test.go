@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/csv"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -157,6 +160,13 @@ func TestRepricePricesEachRowByTheEntryInForceAtItsTime(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, expected(evs, lower, "", from, now), got.Total.CostNanoUSD)
 
+	// Grafana's panels read the roll-ups: corrected too
+	for _, tenant := range []string{"acme", "globex", "initech"} {
+		want := float64(expected(evs, lower, tenant, novemberStart, december)) / 1e9
+		require.InDelta(t, want, grafanaPanel(t, st, "spend_total", tenant), 1e-9, tenant)
+		require.InDelta(t, want, grafanaPanel(t, st, "top_sessions", tenant), 1e-9, tenant)
+	}
+
 	// the session page shows each call at its corrected figure
 	det, err := st.sessionDetail(ctx, "acme-s1")
 	require.NoError(t, err)
@@ -235,4 +245,42 @@ func TestExportAddsUpToHeraldCostAndTheDashboard(t *testing.T) {
 	require.ErrorIs(t, err, ErrBadQuery)
 	_, err = Export(ctx, dsn, ExportQuery{Month: "2026-11"})
 	require.ErrorIs(t, err, ErrBadQuery)
+}
+
+// grafanaPanel runs a panel of deploy/grafana/herald-costs.json over
+// November for one tenant, as the ClickHouse data source expands it, and
+// adds up its cost_usd column: spend_total is the total cost panel,
+// top_sessions the sessions table (which reads usage_by_session).
+func grafanaPanel(t *testing.T, st *store, which, tenant string) float64 {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(deployDir, "grafana", "herald-costs.json"))
+	require.NoError(t, err)
+	var dash struct {
+		Panels []struct {
+			Targets []struct {
+				RawSQL string `json:"rawSql"`
+			} `json:"targets"`
+		} `json:"panels"`
+	}
+	require.NoError(t, json.Unmarshal(data, &dash))
+	prefix := map[string]string{"spend_total": "SELECT sum(cost_nano_usd) / 1e9 AS cost_usd FROM usage_hourly",
+		"top_sessions": "SELECT if(root_session_id = '', session_id, root_session_id) AS session"}[which]
+	for _, p := range dash.Panels {
+		for _, tg := range p.Targets {
+			if !strings.HasPrefix(tg.RawSQL, prefix) {
+				continue
+			}
+			sql := grafanaMacros.ReplaceAllString(tg.RawSQL, "$1 >= toDateTime('2026-11-01 00:00:00', 'UTC') AND $1 < toDateTime('2026-12-01 00:00:00', 'UTC')")
+			sql = strings.ReplaceAll(strings.ReplaceAll(sql, "${tenant:regex}", tenant), " LIMIT 20", "")
+			rows, err := st.conn.Query(context.Background(), "SELECT sum(cost_usd) FROM ("+sql+")")
+			require.NoError(t, err, sql)
+			defer rows.Close()
+			require.True(t, rows.Next())
+			var usd float64
+			require.NoError(t, rows.Scan(&usd))
+			return usd
+		}
+	}
+	t.Fatalf("no %s panel", which)
+	return 0
 }
