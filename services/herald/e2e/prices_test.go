@@ -27,11 +27,37 @@ import (
 // import test reads: .ci/run installs it.
 const GenAIPricesEnv = "HERALD_TEST_GENAI_PRICES"
 
+// genaiPricesVersion is the release of @pydantic/genai-prices the test
+// installs when GenAIPricesEnv is not set (.ci/run pins the same).
+const genaiPricesVersion = "0.1.8"
+
+// genaiPricesPackage finds the npm package: $HERALD_TEST_GENAI_PRICES, else
+// the pinned release installed with npm into the user's cache, so the test
+// runs or fails saying why, never skips.
+func genaiPricesPackage(t *testing.T) string {
+	t.Helper()
+	if dir := os.Getenv(GenAIPricesEnv); dir != "" {
+		require.DirExists(t, dir, "%s names no folder", GenAIPricesEnv)
+		return dir
+	}
+	require.Empty(t, os.Getenv("CI"), "%s is not set: .ci/run installs @pydantic/genai-prices with npm", GenAIPricesEnv)
+	cache, err := os.UserCacheDir()
+	require.NoError(t, err)
+	prefix := filepath.Join(cache, "herald-test", "genai-prices-"+genaiPricesVersion)
+	dir := filepath.Join(prefix, "node_modules", "@pydantic", "genai-prices")
+	if _, err := os.Stat(filepath.Join(dir, "package.json")); err == nil {
+		return dir
+	}
+	out, err := exec.Command("npm", "install", "--prefix", prefix, "--no-audit", "--no-fund",
+		"@pydantic/genai-prices@"+genaiPricesVersion).CombinedOutput()
+	require.NoError(t, err, "installing @pydantic/genai-prices with npm (set %s to skip this): %s", GenAIPricesEnv, out)
+	return dir
+}
+
 // genaiCatalogue writes the npm package's bundled catalogue as genai-prices'
 // data.json, as docs/COSTS.md tells users to.
 func genaiCatalogue(t *testing.T) (string, []byte) {
-	dir := os.Getenv(GenAIPricesEnv)
-	require.NotEmpty(t, dir, "set %s to node_modules/@pydantic/genai-prices (npm install @pydantic/genai-prices)", GenAIPricesEnv)
+	dir := genaiPricesPackage(t)
 	_, here, _, _ := runtime.Caller(0)
 	script := filepath.Join(filepath.Dir(here), "..", "..", "..", "scripts", "genai-prices-data.mjs")
 	out, err := exec.Command("node", script, dir).Output()
