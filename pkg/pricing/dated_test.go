@@ -208,6 +208,10 @@ func TestPlanImportKeepsTheOperatorsEntries(t *testing.T) {
 	require.Equal(t, 2, again.Unchanged)
 	require.Empty(t, again.Put, "an import of the same catalogue changes nothing")
 
+	// herald.yaml's "acme-mini" prices the catalogue's "reseller/acme-mini" too
+	vendor := Catalogue{Format: cat.Format, Models: map[string]Imported{"reseller/acme-mini": {Model: "reseller/acme-mini", Prices: []Price{{Input: 9}}}}}
+	require.Equal(t, "reseller/acme-mini", PlanImport(vendor, nil, config, now).Kept[0].Model)
+
 	changed := old["acme-pro"]
 	changed.Prices = []Price{{Input: 1}}
 	old["acme-pro"] = changed

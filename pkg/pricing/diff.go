@@ -3,6 +3,7 @@ package pricing
 import (
 	"encoding/json"
 	"sort"
+	"strings"
 	"time"
 )
 
@@ -41,7 +42,14 @@ func PlanImport(cat Catalogue, old map[string]Imported, config map[string]Price,
 	table := NewTable(config)
 	for _, name := range names {
 		imp := cat.Models[name]
-		if entries := table.Configured(name); entries != nil {
+		entries := table.Configured(name)
+		if entries == nil {
+			// herald.yaml's short name prices "vendor/model" too
+			if i := strings.LastIndex(name, "/"); i >= 0 {
+				entries = table.Configured(name[i+1:])
+			}
+		}
+		if entries != nil {
 			conf, ok := inForce(entries, now)
 			catp, ok2 := inForce(imp.Prices, now)
 			if ok && ok2 && !samePrice(conf, catp) {
