@@ -200,6 +200,11 @@ func TestImportedCatalogueIsInForceWithoutARestartAndRepricesThePast(t *testing.
 		nano += n
 	}
 	require.Equal(t, rep.Total.CostNanoUSD, nano)
+	for _, bad := range [][]string{{"--month", month}, {"--tenant", tenant, "--month", "last"}, {"--tenant", tenant, "--month", month, "--format", "xml"},
+		{"--tenant", tenant, "--month", month, "--by", "provider"}} {
+		out, code = runHerald(t, env, append([]string{"cost", "export"}, bad...)...)
+		require.Equal(t, 2, code, "%v: %s", bad, out)
+	}
 	out, code = runHerald(t, env, "cost", "--tenant", tenant, "--month", month, "--json")
 	require.Equal(t, 0, code, out)
 	var cli accounting.CostReport
