@@ -139,6 +139,28 @@ func TestImportedCatalogueIsInForceWithoutARestartAndRepricesThePast(t *testing.
 	require.Contains(t, out, "kept from herald.yaml")
 	require.Contains(t, out, "  gpt-4o: herald.yaml input 9, output 9; catalogue input ")
 
+	// the catalogue's dated prices are dated entries, its tiers tiers
+	out, code = runHerald(t, env, "prices", "list", "--json")
+	require.Equal(t, 0, code, out)
+	var listed []struct {
+		Model, Source, Since string
+		Price                struct{ Tiers []json.RawMessage }
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &listed))
+	var opus []string
+	tiered := 0
+	for _, r := range listed {
+		if r.Model == "claude-opus-4-6" {
+			opus = append(opus, r.Source+"@"+r.Since)
+		}
+		if len(r.Price.Tiers) > 0 {
+			tiered++
+		}
+	}
+	require.Equal(t, []string{"imported:genai-prices@", "imported:genai-prices@2026-03-13"}, opus,
+		"claude-opus-4-6's price from 2026-03-13 (a start_date constraint in the catalogue)")
+	require.Positive(t, tiered)
+
 	// the running gateway: its next calls are priced by the catalogue
 	var after proto.Result
 	require.Eventually(t, func() bool {
