@@ -205,6 +205,10 @@ func TestExportAddsUpToHeraldCostAndTheDashboard(t *testing.T) {
 		cost, err := QueryCost(ctx, dsn, CostQuery{Tenant: tenant, Month: "2026-11"})
 		require.NoError(t, err)
 		require.Equal(t, want, cost.Total.CostNanoUSD, "herald cost --tenant %s --month 2026-11", tenant)
+		// straight from the raw tables: each row at its latest correction
+		require.Equal(t, want, scalar(t, dsn, `SELECT sum(if(has = 1, corrected, cost_nano_usd)) FROM usage_events
+			ANY LEFT JOIN (SELECT event_id, argMax(cost_after_nano_usd, seq) AS corrected, toUInt8(1) AS has FROM usage_corrections GROUP BY event_id) USING event_id
+			WHERE tenant = ? AND ts >= toDateTime('2026-11-01 00:00:00', 'UTC') AND ts < toDateTime('2026-12-01 00:00:00', 'UTC')`, tenant))
 		for _, by := range ExportGroupings {
 			rep, err := Export(ctx, dsn, ExportQuery{Tenant: tenant, Month: "2026-11", By: by})
 			require.NoError(t, err)
