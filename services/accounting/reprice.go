@@ -20,6 +20,8 @@ type RepriceQuery struct {
 	Model string
 	// Reason is written with each correction (who ran it, and why).
 	Reason string
+	// DryRun reports what would be corrected and writes nothing.
+	DryRun bool
 }
 
 // RepriceReport is what a reprice changed: rows read, rows corrected (of
@@ -28,6 +30,7 @@ type RepriceQuery struct {
 type RepriceReport struct {
 	Since      time.Time         `json:"since,omitzero"`
 	Model      string            `json:"model,omitempty"`
+	DryRun     bool              `json:"dry_run,omitempty"`
 	Rows       uint64            `json:"rows"`
 	Corrected  uint64            `json:"corrected"`
 	NowPriced  uint64            `json:"now_priced"`
@@ -81,7 +84,7 @@ type correction struct {
 const repriceBatch = 10_000
 
 func (s *store) reprice(ctx context.Context, table pricing.Table, q RepriceQuery, now time.Time) (RepriceReport, error) {
-	rep := RepriceReport{Since: q.Since, Model: q.Model, ByModel: []RepriceModelRow{}}
+	rep := RepriceReport{Since: q.Since, Model: q.Model, DryRun: q.DryRun, ByModel: []RepriceModelRow{}}
 	conds, args := []string{"1"}, []any{}
 	if !q.Since.IsZero() {
 		conds, args = append(conds, "ts >= toDateTime(?)"), append(args, uint32(q.Since.Unix()))
@@ -137,6 +140,9 @@ func (s *store) reprice(ctx context.Context, table pricing.Table, q RepriceQuery
 		m.AfterNano += after
 		if priceWord(c.before.source) == pricing.SourceUnknown {
 			m.NowPriced++
+		}
+		if q.DryRun {
+			pending = pending[:0]
 		}
 		if len(pending) == repriceBatch {
 			if err := s.insertCorrections(ctx, pending, q.Reason, now); err != nil {
@@ -216,14 +222,18 @@ func (r RepriceReport) WriteTable(w io.Writer) error {
 		_, err := fmt.Fprintf(w, "%d usage rows read; none changed: every row is priced by the prices in force at its time\n", r.Rows)
 		return err
 	}
-	fmt.Fprintf(w, "%d usage rows read; %d corrected (%d had no price), cost %s → %s USD\n", r.Rows, r.Corrected, r.NowPriced,
+	verb := "corrected"
+	if r.DryRun {
+		verb = "would be corrected (dry run: nothing written)"
+	}
+	fmt.Fprintf(w, "%d usage rows read; %d %s (%d had no price), cost %s → %s USD\n", r.Rows, r.Corrected, verb, r.NowPriced,
 		formatUSD(r.BeforeNano), formatUSD(r.AfterNano))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "MODEL\tcorrected\tunpriced before\tcost before USD\tcost after USD\t\n")
 	for _, m := range r.ByModel {
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t\n", m.Model, m.Corrected, m.NowPriced, formatUSD(m.BeforeNano), formatUSD(m.AfterNano))
 	}
-	if err := tw.Flush(); err != nil {
+	if err := tw.Flush(); err != nil || r.DryRun {
 		return err
 	}
 	_, err := fmt.Fprintln(w, "each correction is a row of usage_corrections (the usage rows are unchanged); every cost view shows the corrected figures")

@@ -106,6 +106,10 @@ func TestRepricePricesEachRowByTheEntryInForceAtItsTime(t *testing.T) {
 
 	// The price of m changed on November 15th; my-model got a price.
 	changed := datedPrices(t, "2026-11-15", 2)
+	dry, err := st.reprice(ctx, changed, RepriceQuery{DryRun: true}, now)
+	require.NoError(t, err)
+	require.Positive(t, dry.Corrected)
+	require.Zero(t, scalar(t, dsn, "SELECT count() FROM usage_corrections"), "a dry run writes nothing")
 	rep, err := st.reprice(ctx, changed, RepriceQuery{Reason: "test"}, now)
 	require.NoError(t, err)
 	var afterChange, unpriced uint64
@@ -119,6 +123,8 @@ func TestRepricePricesEachRowByTheEntryInForceAtItsTime(t *testing.T) {
 	require.Equal(t, uint64(len(evs)), rep.Rows)
 	require.Equal(t, afterChange+unpriced, rep.Corrected, "rows before the change keep their price: they are not corrected")
 	require.Equal(t, unpriced, rep.NowPriced)
+	require.Equal(t, dry.Corrected, rep.Corrected, "the dry run said what the run did")
+	require.Equal(t, dry.AfterNano, rep.AfterNano)
 	require.Zero(t, scalar(t, dsn, "SELECT count() FROM usage_corrections WHERE model = 'm' AND ts < toDateTime('2026-11-15 00:00:00', 'UTC')"))
 	require.Equal(t, afterChange, scalar(t, dsn, "SELECT count() FROM usage_corrections WHERE price_source_after = 'config;since=2026-11-15'"))
 	require.Equal(t, uint64(len(evs)), scalar(t, dsn, "SELECT count() FROM usage_events"), "history is not rewritten")

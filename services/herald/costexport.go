@@ -65,11 +65,12 @@ func cmdCostReprice(ctx context.Context, args []string, cio cliIO) int {
 	c.register(fs)
 	since := fs.String("since", "", "only rows at or after this date (2026-11-01) or RFC 3339 time; default all")
 	model := fs.String("model", "", "only this model's rows")
+	dryRun := fs.Bool("dry-run", false, "say what would be corrected and write nothing")
 	jsonOut := fs.Bool("json", false, "print JSON")
 	if _, err := parseInterspersed(fs, args); err != nil {
 		return flagExit(err)
 	}
-	q := accounting.RepriceQuery{Model: *model, Reason: "herald cost reprice"}
+	q := accounting.RepriceQuery{Model: *model, Reason: "herald cost reprice", DryRun: *dryRun}
 	if *since != "" {
 		t, err := pricing.ParseSince(*since)
 		if err != nil {
