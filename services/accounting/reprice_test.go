@@ -142,6 +142,19 @@ func TestRepricePricesEachRowByTheEntryInForceAtItsTime(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, expected(evs, changed, "", from, now), got.Total.CostNanoUSD)
 
+	// the audit trail names each row's correction
+	audit, err := QueryCorrections(ctx, dsn, CorrectionsQuery{Model: "my-model"})
+	require.NoError(t, err)
+	require.Len(t, audit, int(unpriced))
+	for _, c := range audit {
+		require.Equal(t, uint32(1), c.Seq)
+		require.Zero(t, c.CostBeforeNanoUSD)
+		require.Equal(t, "unknown", c.PriceSourceBefore)
+		require.Equal(t, "config", c.PriceSourceAfter)
+		require.Positive(t, c.CostAfterNanoUSD)
+		require.Equal(t, "test", c.Reason)
+	}
+
 	// Running it again changes nothing.
 	corrections := scalar(t, dsn, "SELECT count() FROM usage_corrections")
 	again, err := st.reprice(ctx, changed, RepriceQuery{}, now)

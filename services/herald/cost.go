@@ -21,6 +21,8 @@ func cmdCost(ctx context.Context, args []string, cio cliIO) int {
 			return cmdCostExport(ctx, args[1:], cio)
 		case "reprice":
 			return cmdCostReprice(ctx, args[1:], cio)
+		case "corrections":
+			return cmdCostCorrections(ctx, args[1:], cio)
 		}
 	}
 	fs := newFlagSet("cost", cio.err)

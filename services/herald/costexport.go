@@ -178,3 +178,53 @@ func repriceTable(ctx context.Context, cfg config.Config) (context.Context, pric
 	}
 	return rctx, table.WithImported(imported), release, nil
 }
+
+// cmdCostCorrections lists the price corrections reprices wrote (the audit
+// trail: which row, from what to what, when, why).
+func cmdCostCorrections(ctx context.Context, args []string, cio cliIO) int {
+	fs := newFlagSet("cost corrections", cio.err)
+	var c common
+	c.register(fs)
+	since := fs.String("since", "", "only corrections of rows at or after this date or RFC 3339 time")
+	model := fs.String("model", "", "only this model's")
+	tenant := fs.String("tenant", "", "only this tenant's")
+	limit := fs.Int("limit", 1000, "at most this many, the latest first")
+	jsonOut := fs.Bool("json", false, "print JSON")
+	if _, err := parseInterspersed(fs, args); err != nil {
+		return flagExit(err)
+	}
+	q := accounting.CorrectionsQuery{Model: *model, Tenant: *tenant, Limit: *limit}
+	if *since != "" {
+		t, err := pricing.ParseSince(*since)
+		if err != nil {
+			fmt.Fprintln(cio.err, "herald cost corrections: --"+err.Error())
+			return exitUsage
+		}
+		q.Since = t
+	}
+	cfg, err := c.load()
+	if err != nil {
+		fmt.Fprintln(cio.err, "herald cost corrections:", err)
+		return exitUsage
+	}
+	dsn, stop, err := costStore(ctx, cfg, c.logger(cio.err, "warn"))
+	if err != nil {
+		fmt.Fprintln(cio.err, "herald cost corrections:", err)
+		return exitFail
+	}
+	defer stop()
+	cs, err := accounting.QueryCorrections(ctx, dsn, q)
+	if err != nil {
+		fmt.Fprintln(cio.err, "herald cost corrections:", err)
+		return exitFail
+	}
+	if *jsonOut {
+		printJSONList(cio.out, cs)
+		return exitOK
+	}
+	if err := accounting.WriteCorrections(cio.out, cs); err != nil {
+		fmt.Fprintln(cio.err, "herald cost corrections:", err)
+		return exitFail
+	}
+	return exitOK
+}

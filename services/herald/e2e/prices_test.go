@@ -206,6 +206,15 @@ func TestImportedCatalogueIsInForceWithoutARestartAndRepricesThePast(t *testing.
 	wantAll := uint64(float64(rep.Total.InputTokens)*inMtok*1000 + float64(rep.Total.OutputTokens)*outMtok*1000 + 0.5)
 	require.InDelta(t, wantAll, rep.Total.CostNanoUSD, float64(rep.Total.Calls), "every call at the catalogue's price (rounded once per call)")
 
+	out, code = runHerald(t, env, "cost", "corrections", "--json")
+	require.Equal(t, 0, code, out)
+	var audit []accounting.Correction
+	require.NoError(t, json.Unmarshal([]byte(out), &audit))
+	require.Len(t, audit, 1)
+	require.Equal(t, "unknown", audit[0].PriceSourceBefore)
+	require.Equal(t, "imported", audit[0].PriceSourceAfter)
+	require.Equal(t, "herald cost reprice", audit[0].Reason)
+
 	out, code = runHerald(t, env, "cost", "reprice")
 	require.Equal(t, 0, code, out)
 	require.Contains(t, out, "none changed", "a second run changes nothing")
