@@ -137,6 +137,7 @@ func TestLiteLLMCatalogue(t *testing.T) {
 	require.Nil(t, chat.Tiers[0].CacheWrite, "a tier price the catalogue leaves out is the base price")
 	require.Equal(t, 0.012, cat.Models["acme/acme-search-1"].Prices[0].Fees["search_context_high"])
 	require.Contains(t, cat.Skipped[len(cat.Skipped)-1], "input_cost_per_audio_token (1 models)")
+	require.Contains(t, cat.Skipped, "pricing.acme-negative-1: prices must not be negative", "a negative price is refused, not read as 0")
 
 	// priced the way the catalogue means: above 200k, the tier's rates
 	nano, _ := NewTable(nil).WithImported(cat.Models).CostAt("acme-chat-1", time.Now(), &heraldpb.Usage{InputTokens: 250_000, OutputTokens: 10}, Charges{})
