@@ -9,6 +9,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/heraldrun/herald/pkg/pricing"
 	"github.com/heraldrun/herald/proto/heraldpb"
 )
@@ -104,45 +105,24 @@ func (s *store) reprice(ctx context.Context, table pricing.Table, q RepriceQuery
 		return rep, s.queryError(err)
 	}
 	defer rows.Close()
-	byModel := map[string]*RepriceModelRow{}
+	tally := map[string]*RepriceModelRow{}
 	var pending []correction
 	for rows.Next() {
-		var c correction
-		var u heraldpb.Usage
-		var in, out, read, write, reasoning uint64
-		if err := rows.Scan(&c.eventID, &c.ts, &c.tenant, &c.session, &c.parent, &c.provider, &c.model, &c.purpose,
-			&in, &out, &read, &write, &reasoning, &c.before.cost, &c.before.source); err != nil {
+		c, u, err := scanRepriceRow(rows)
+		if err != nil {
 			return rep, err
 		}
 		rep.Rows++
-		u.InputTokens, u.OutputTokens, u.CacheReadTokens, u.CacheWriteTokens, u.ReasoningTokens =
-			int64(in), int64(out), int64(read), int64(write), int64(reasoning)
-		original := c.before.source
-		if f, ok := latest[c.eventID]; ok {
-			c.before = f
-		}
-		after, source, err := table.RepriceAt(c.model, c.ts, &u, original)
+		changed, err := c.reprice(table, latest, u)
 		if err != nil {
-			return rep, fmt.Errorf("usage row %s: %w", c.eventID, err)
+			return rep, err
 		}
-		if priceWord(source) == pricing.SourceUnknown || (after == c.before.cost && source == c.before.source) {
+		if !changed {
 			continue
 		}
-		c.seq, c.after = c.before.seq+1, figure{cost: after, source: source}
-		pending = append(pending, c)
-		m := byModel[c.model]
-		if m == nil {
-			m = &RepriceModelRow{Model: c.model}
-			byModel[c.model] = m
-		}
-		m.Corrected++
-		m.BeforeNano += c.before.cost
-		m.AfterNano += after
-		if priceWord(c.before.source) == pricing.SourceUnknown {
-			m.NowPriced++
-		}
-		if q.DryRun {
-			pending = pending[:0]
+		countCorrection(tally, c)
+		if !q.DryRun {
+			pending = append(pending, c)
 		}
 		if len(pending) == repriceBatch {
 			if err := s.insertCorrections(ctx, pending, q.Reason, now); err != nil {
@@ -157,15 +137,64 @@ func (s *store) reprice(ctx context.Context, table pricing.Table, q RepriceQuery
 	if err := s.insertCorrections(ctx, pending, q.Reason, now); err != nil {
 		return rep, err
 	}
-	for _, m := range byModel {
-		rep.ByModel = append(rep.ByModel, *m)
-		rep.Corrected += m.Corrected
-		rep.NowPriced += m.NowPriced
-		rep.BeforeNano += m.BeforeNano
-		rep.AfterNano += m.AfterNano
-	}
-	sort.Slice(rep.ByModel, func(i, j int) bool { return rep.ByModel[i].Model < rep.ByModel[j].Model })
+	rep.add(tally)
 	return rep, nil
+}
+
+// scanRepriceRow reads one usage row as a correction to be, with its usage.
+func scanRepriceRow(rows driver.Rows) (correction, *heraldpb.Usage, error) {
+	var c correction
+	var in, out, read, write, reasoning uint64
+	err := rows.Scan(&c.eventID, &c.ts, &c.tenant, &c.session, &c.parent, &c.provider, &c.model, &c.purpose,
+		&in, &out, &read, &write, &reasoning, &c.before.cost, &c.before.source)
+	u := &heraldpb.Usage{InputTokens: int64(in), OutputTokens: int64(out), CacheReadTokens: int64(read),
+		CacheWriteTokens: int64(write), ReasoningTokens: int64(reasoning)}
+	return c, u, err
+}
+
+// reprice prices c's row again with table, from its latest figure (its
+// own, or its latest correction's): changed when a correction is due, then
+// c holds it. A row no price covers is left alone.
+func (c *correction) reprice(table pricing.Table, latest map[string]figure, u *heraldpb.Usage) (bool, error) {
+	original := c.before.source
+	if f, ok := latest[c.eventID]; ok {
+		c.before = f
+	}
+	after, source, err := table.RepriceAt(c.model, c.ts, u, original)
+	if err != nil {
+		return false, fmt.Errorf("usage row %s: %w", c.eventID, err)
+	}
+	if priceWord(source) == pricing.SourceUnknown || (after == c.before.cost && source == c.before.source) {
+		return false, nil
+	}
+	c.seq, c.after = c.before.seq+1, figure{cost: after, source: source}
+	return true, nil
+}
+
+func countCorrection(tally map[string]*RepriceModelRow, c correction) {
+	m := tally[c.model]
+	if m == nil {
+		m = &RepriceModelRow{Model: c.model}
+		tally[c.model] = m
+	}
+	m.Corrected++
+	m.BeforeNano += c.before.cost
+	m.AfterNano += c.after.cost
+	if priceWord(c.before.source) == pricing.SourceUnknown {
+		m.NowPriced++
+	}
+}
+
+// add puts the per-model tally in the report, by model name.
+func (r *RepriceReport) add(tally map[string]*RepriceModelRow) {
+	for _, m := range tally {
+		r.ByModel = append(r.ByModel, *m)
+		r.Corrected += m.Corrected
+		r.NowPriced += m.NowPriced
+		r.BeforeNano += m.BeforeNano
+		r.AfterNano += m.AfterNano
+	}
+	sort.Slice(r.ByModel, func(i, j int) bool { return r.ByModel[i].Model < r.ByModel[j].Model })
 }
 
 // priceWord is a price_source's first word (config, imported, builtin, unknown).
