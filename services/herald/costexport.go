@@ -109,43 +109,63 @@ func cmdCostReprice(ctx context.Context, args []string, cio cliIO) int {
 const repriceLease = "reprice"
 
 // repriceTable is the price table in force (herald.yaml's prices and the
-// imported ones on the bus) with the reprice lease taken and kept fresh
-// (the bucket forgets a key after bus.AccountingLeaseTTL); the context
-// returned ends if the lease is lost. release gives it back.
+// imported ones on the bus) with the reprice lease taken; the context
+// returned ends if the lease is lost, and release gives it back.
 func repriceTable(ctx context.Context, cfg config.Config) (context.Context, pricing.Table, func(), error) {
-	table := pricing.NewTable(cfg.Pricing)
 	js, closeFn, err := openBus(cfg)
 	if err != nil {
-		return ctx, table, nil, fmt.Errorf("the imported prices are on the bus: %w", err)
+		return ctx, pricing.Table{}, nil, fmt.Errorf("the imported prices are on the bus: %w", err)
 	}
-	fail := func(err error) (context.Context, pricing.Table, func(), error) {
+	table, err := tableInForce(ctx, js, cfg)
+	if err != nil {
 		closeFn()
 		return ctx, table, nil, err
 	}
-	octx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	kv, err := pricesBucket(octx, js, cfg.Replicas)
+	rctx, release, err := takeRepriceLease(ctx, js)
 	if err != nil {
-		return fail(err)
+		closeFn()
+		return ctx, table, nil, err
 	}
-	imported, bad, err := bus.LoadImportedPrices(octx, kv)
+	return rctx, table, func() { release(); closeFn() }, nil
+}
+
+// tableInForce is herald.yaml's prices with the imported ones beside them.
+func tableInForce(ctx context.Context, js jetstream.JetStream, cfg config.Config) (pricing.Table, error) {
+	table := pricing.NewTable(cfg.Pricing)
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	kv, err := pricesBucket(ctx, js, cfg.Replicas)
 	if err != nil {
-		return fail(err)
+		return table, err
+	}
+	imported, bad, err := bus.LoadImportedPrices(ctx, kv)
+	if err != nil {
+		return table, err
 	}
 	if len(bad) > 0 {
-		return fail(fmt.Errorf("imported prices that do not decode (import them again): %w", errors.Join(bad...)))
+		return table, fmt.Errorf("imported prices that do not decode (import them again): %w", errors.Join(bad...))
 	}
+	return table.WithImported(imported), nil
+}
+
+// takeRepriceLease creates the reprice lease and renews it (the bucket
+// forgets a key after bus.AccountingLeaseTTL) until release; the context
+// returned ends if it is lost.
+func takeRepriceLease(ctx context.Context, js jetstream.JetStream) (context.Context, func(), error) {
+	octx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
 	leases, err := js.KeyValue(octx, bus.BucketAccounting)
 	if err != nil {
-		return fail(err)
+		return ctx, nil, err
 	}
-	rev, err := leases.Create(octx, repriceLease, []byte(time.Now().UTC().Format(time.RFC3339)))
+	stamp := func() []byte { return []byte(time.Now().UTC().Format(time.RFC3339)) }
+	rev, err := leases.Create(octx, repriceLease, stamp())
 	if errors.Is(err, jetstream.ErrKeyExists) {
-		return fail(fmt.Errorf("another herald cost reprice is running (lease %q in %s; it lapses by itself within %s if that one died)",
-			repriceLease, bus.BucketAccounting, bus.AccountingLeaseTTL))
+		return ctx, nil, fmt.Errorf("another herald cost reprice is running (lease %q in %s; it lapses by itself within %s if that one died)",
+			repriceLease, bus.BucketAccounting, bus.AccountingLeaseTTL)
 	}
 	if err != nil {
-		return fail(err)
+		return ctx, nil, err
 	}
 	rctx, lost := context.WithCancelCause(ctx)
 	done := make(chan struct{})
@@ -158,7 +178,7 @@ func repriceTable(ctx context.Context, cfg config.Config) (context.Context, pric
 				return
 			case <-tick.C:
 				uctx, cancel := context.WithTimeout(rctx, bus.AccountingLeaseTTL/2)
-				next, err := leases.Update(uctx, repriceLease, []byte(time.Now().UTC().Format(time.RFC3339)), rev)
+				next, err := leases.Update(uctx, repriceLease, stamp(), rev)
 				cancel()
 				if err != nil {
 					lost(fmt.Errorf("the reprice lease was lost: %w", err))
@@ -174,9 +194,8 @@ func repriceTable(ctx context.Context, cfg config.Config) (context.Context, pric
 		defer cancel()
 		_ = leases.Delete(dctx, repriceLease)
 		lost(nil)
-		closeFn()
 	}
-	return rctx, table.WithImported(imported), release, nil
+	return rctx, release, nil
 }
 
 // cmdCostCorrections lists the price corrections reprices wrote (the audit
