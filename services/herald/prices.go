@@ -15,6 +15,8 @@ import (
 	"github.com/heraldrun/herald/pkg/bus"
 	"github.com/heraldrun/herald/pkg/config"
 	"github.com/heraldrun/herald/pkg/pricing"
+	"github.com/heraldrun/herald/services/herald/internal/app"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -199,4 +201,33 @@ func listPrices(cio cliIO, cfg config.Config, imported map[string]pricing.Import
 	}
 	_ = tw.Flush()
 	return exitOK
+}
+
+// importedPriceSource is the price_source word model would be priced by
+// with the imported prices of the NATS at cfg's URL ("" when none answers
+// or none prices it), for doctor.
+func importedPriceSource(ctx context.Context, cfg config.Config, model string) string {
+	nc, err := nats.Connect(cfg.NATSURL, nats.Timeout(2*time.Second), nats.Name("herald-doctor"), app.InboxOption(cfg))
+	if err != nil {
+		return ""
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return ""
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	kv, err := js.KeyValue(ctx, bus.BucketPrices)
+	if err != nil {
+		return ""
+	}
+	imported, _, err := bus.LoadImportedPrices(ctx, kv)
+	if err != nil {
+		return ""
+	}
+	if _, src := pricing.NewTable(nil).WithImported(imported).Lookup(model); src == pricing.SourceImported {
+		return src
+	}
+	return ""
 }

@@ -161,6 +161,15 @@ func TestImportedCatalogueIsInForceWithoutARestartAndRepricesThePast(t *testing.
 		"claude-opus-4-6's price from 2026-03-13 (a start_date constraint in the catalogue)")
 	require.Positive(t, tiered)
 
+	// doctor knows the imported price too
+	doctorEnv := map[string]string{"HERALD_BASE_URL": h.Model.URL, "HERALD_MODEL": "command-r", "HERALD_PROVIDER": "openai"}
+	for k, v := range env {
+		doctorEnv[k] = v
+	}
+	out, _ = runHerald(t, doctorEnv, "doctor")
+	require.Contains(t, out, "price imported", out)
+	require.NotContains(t, out, "no price known for command-r")
+
 	// the running gateway: its next calls are priced by the catalogue
 	var after proto.Result
 	require.Eventually(t, func() bool {
