@@ -164,3 +164,55 @@ WHERE price_source = 'unknown' AND input_tokens + output_tokens + cache_read_tok
 
 -- 006_error_message
 ALTER TABLE usage_events ADD COLUMN error_message String DEFAULT '' AFTER error_class;
+
+
+-- 007_corrections
+CREATE TABLE IF NOT EXISTS usage_corrections (
+    event_id             String,
+    seq                  UInt32,
+    ts                   DateTime,
+    tenant               String,
+    session_id           String,
+    parent_session_id    String,
+    provider             String,
+    model                String,
+    purpose              String,
+    cost_before_nano_usd UInt64,
+    cost_after_nano_usd  UInt64,
+    price_source_before  String,
+    price_source_after   String,
+    corrected_at         DateTime,
+    reason               String
+) ENGINE = ReplacingMergeTree()
+PARTITION BY toYYYYMM(ts)
+ORDER BY (tenant, ts, event_id, seq);
+
+CREATE MATERIALIZED VIEW IF NOT EXISTS usage_corrections_hourly TO usage_hourly
+AS SELECT
+    toDateTime(intDiv(toUInt32(ts), 3600) * 3600) AS hour,
+    tenant, provider, model, purpose,
+    toUInt64(0) AS calls,
+    toUInt64(0) AS errors,
+    toUInt64(0) AS input_tokens,
+    toUInt64(0) AS output_tokens,
+    toUInt64(0) AS cache_read_tokens,
+    toUInt64(0) AS cache_write_tokens,
+    toUInt64(0) AS reasoning_tokens,
+    toUInt64(toInt64(cost_after_nano_usd) - toInt64(cost_before_nano_usd)) AS cost_nano_usd,
+    toUInt64(0) AS latency_ms
+FROM usage_corrections;
+
+CREATE MATERIALIZED VIEW IF NOT EXISTS usage_corrections_by_session TO usage_by_session
+AS SELECT
+    toDateTime(intDiv(toUInt32(ts), 3600) * 3600) AS hour,
+    tenant, session_id, provider, model, purpose,
+    toUInt64(0) AS calls,
+    toUInt64(0) AS errors,
+    toUInt64(0) AS input_tokens,
+    toUInt64(0) AS output_tokens,
+    toUInt64(0) AS cache_read_tokens,
+    toUInt64(0) AS cache_write_tokens,
+    toUInt64(0) AS reasoning_tokens,
+    toUInt64(toInt64(cost_after_nano_usd) - toInt64(cost_before_nano_usd)) AS cost_nano_usd,
+    toUInt64(0) AS latency_ms
+FROM usage_corrections;

@@ -159,6 +159,8 @@ func Buckets(replicas int) []jetstream.KeyValueConfig {
 			Description: "api keys: hashes, names and tenants"},
 		{Bucket: BucketAPIRuns, History: 1, TTL: APIRunTTL, Storage: jetstream.FileStorage, Replicas: replicas,
 			Description: "api runs and session owners"},
+		{Bucket: BucketPrices, History: 5, Storage: jetstream.FileStorage, Replicas: replicas,
+			Description: "imported model prices (herald prices import)"},
 	}
 }
 

@@ -71,6 +71,11 @@ func walkKnown(n *yaml.Node, t reflect.Type, path string, out *[]UnknownKey) {
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			walkKnown(n.Content[i+1], t.Elem(), join(path, n.Content[i].Value), out)
 		}
+	case t.Kind() == reflect.Struct && n.Kind == yaml.SequenceNode:
+		// a list of one setting's entries (pricing.<model>: dated prices)
+		for i, item := range n.Content {
+			walkKnown(item, t, fmt.Sprintf("%s[%d]", path, i), out)
+		}
 	case t.Kind() == reflect.Slice && n.Kind == yaml.SequenceNode:
 		for i, item := range n.Content {
 			walkKnown(item, t.Elem(), fmt.Sprintf("%s[%d]", path, i), out)

@@ -1,8 +1,9 @@
 // Package pricing is Herald's one price model: what a model call costs from
 // the usage the provider reported and a price table. The gateway prices
-// every attempt with it when it bills; accounting can reprice stored rows
-// with it, because a row's token counts and its price_source (which names
-// the tier and the fees applied, see Applied) are all it needs.
+// every attempt with it when it bills; `herald cost reprice` prices stored
+// rows again with it, because a row's token counts, its time and its
+// price_source (which names the entry, the tier and the fees applied, see
+// Applied) are all it needs.
 //
 // A Price is USD per million tokens by class (input, output, cache read,
 // cache write), plus a fee per request, named fees per unit the provider
@@ -10,10 +11,13 @@
 // prompt is larger than a threshold. Output tokens always include reasoning
 // tokens, so reasoning is never priced on its own.
 //
-// Dated prices (an entry in force from a `since:` date) fit the same model:
-// a table then holds several Prices per model and Lookup takes the row's
-// time; the entry used is one more part of Applied ("since=2026-01-01"), so
-// a row still names everything that priced it.
+// Prices have dates: an entry may be in force from a `since:` time, and a
+// model may have several (dated.go). A Table looks a model up at a time:
+// herald.yaml's entries, then imported ones (catalogue.go reads LiteLLM's
+// and genai-prices' catalogues; `herald prices import` keeps them on the
+// bus), then the built-in list; the entry used is one more part of the
+// row's price_source ("config;since=2026-11-15"), so a row still names
+// everything that priced it.
 //
 // The package owns prices and arithmetic only: it does no I/O and knows no
 // provider's wire format.

@@ -5,6 +5,7 @@ import (
 	"math"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/heraldrun/herald/proto/heraldpb"
 )
@@ -26,6 +27,12 @@ type Price struct {
 	// read and cache write tokens together) is larger than their threshold;
 	// the highest threshold below the prompt wins.
 	Tiers []Tier `yaml:"tiers,omitempty" json:"tiers,omitempty"`
+	// Since is when the price came into force (zero: from the beginning);
+	// see dated.go.
+	Since time.Time `yaml:"since,omitempty" json:"since,omitzero"`
+	// Dated are the model's entries, oldest first, when herald.yaml lists
+	// several; the Price itself is then the latest of them.
+	Dated []Price `yaml:"-" json:"-"`
 }
 
 // Tier is the token prices above a prompt size; a price a tier leaves out
@@ -69,6 +76,16 @@ func (p Price) Validate(name string) error {
 				errs = append(errs, fmt.Sprintf("tiers[%d]: prices must not be negative", i))
 				break
 			}
+		}
+	}
+	for _, e := range p.Dated {
+		if err := e.Validate(name); err != nil {
+			errs = append(errs, strings.TrimPrefix(err.Error(), "pricing."+name+": "))
+		}
+	}
+	if len(p.Dated) > 0 {
+		if _, err := sortDated(p.Dated); err != nil {
+			errs = append(errs, err.Error())
 		}
 	}
 	if len(errs) == 0 {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Where a price came from, the first word of a row's price_source.
@@ -11,6 +12,8 @@ const (
 	SourceConfig  = "config"
 	SourceBuiltin = "builtin"
 	SourceUnknown = "unknown"
+	// SourceImported: a price `herald prices import` put on the bus.
+	SourceImported = "imported"
 )
 
 // Applied is what priced a row beyond its token counts: the tier
@@ -18,7 +21,10 @@ const (
 // each named fee. Units are recorded even when the table has no price for
 // them, so adding a price later can reprice the row.
 type Applied struct {
-	Source   string
+	Source string
+	// Since is when the entry that priced the row came into force (zero:
+	// the model's only entry, or its first without since:).
+	Since    time.Time
 	Tier     int64
 	Requests int64
 	Fees     map[string]int64
@@ -26,11 +32,14 @@ type Applied struct {
 
 // String is the row's price_source: the source alone when nothing else
 // applied ("config"), else the source and ";key=value" parts in a fixed
-// order: tier, requests, then the fees by name
-// ("builtin;tier=200000;web_search=2").
+// order: since, tier, requests, then the fees by name
+// ("builtin;tier=200000;web_search=2", "config;since=2026-11-15").
 func (a Applied) String() string {
 	var b strings.Builder
 	b.WriteString(a.Source)
+	if !a.Since.IsZero() {
+		b.WriteString(";since=" + FormatSince(a.Since))
+	}
 	if a.Tier > 0 {
 		fmt.Fprintf(&b, ";tier=%d", a.Tier)
 	}
@@ -49,6 +58,14 @@ func ParseSource(s string) (Applied, error) {
 	a := Applied{Source: parts[0]}
 	for _, p := range parts[1:] {
 		k, v, ok := strings.Cut(p, "=")
+		if k == "since" && ok {
+			t, err := ParseSince(v)
+			if err != nil {
+				return Applied{}, fmt.Errorf("price_source %q: %w", s, err)
+			}
+			a.Since = t
+			continue
+		}
 		n, err := strconv.ParseInt(v, 10, 64)
 		if !ok || err != nil || n < 0 {
 			return Applied{}, fmt.Errorf("price_source %q: %q is not key=count", s, p)

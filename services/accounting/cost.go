@@ -20,6 +20,18 @@ type CostQuery struct {
 	// subagents' (delegate_task children).
 	Session string `json:"session,omitempty"`
 	Tenant  string `json:"tenant,omitempty"`
+	// Month limits rows to one calendar month in UTC ("2026-11"); not
+	// with Since.
+	Month string `json:"month,omitempty"`
+}
+
+// MonthRange is the UTC window of a month written 2026-11.
+func MonthRange(month string) (from, to time.Time, err error) {
+	from, err = time.Parse("2006-01", month)
+	if err != nil {
+		return time.Time{}, time.Time{}, fmt.Errorf("%w: month %q: want YYYY-MM, e.g. 2026-11", ErrBadQuery, month)
+	}
+	return from, from.AddDate(0, 1, 0), nil
 }
 
 // Groupings a CostQuery may ask for.
@@ -55,6 +67,7 @@ type CostReport struct {
 	// figures include.
 	Subagents []string  `json:"subagent_sessions,omitempty"`
 	Tenant    string    `json:"tenant,omitempty"`
+	Month     string    `json:"month,omitempty"`
 	Rows      []CostRow `json:"rows"`
 	Total     CostRow   `json:"total"`
 }
@@ -81,6 +94,14 @@ func (q *CostQuery) validate() error {
 	if q.By == "" {
 		q.By = "model"
 	}
+	if q.Month != "" {
+		if q.Since != 0 {
+			return fmt.Errorf("%w: --month and --since: ask for one window", ErrBadQuery)
+		}
+		if _, _, err := MonthRange(q.Month); err != nil {
+			return err
+		}
+	}
 	for _, g := range CostGroupings {
 		if q.By == g {
 			if q.Since < 0 {
@@ -93,7 +114,11 @@ func (q *CostQuery) validate() error {
 }
 
 func (s *store) queryCost(ctx context.Context, q CostQuery, now time.Time) (CostReport, error) {
-	plan := planUsage(usageFilter{Since: q.Since, Session: q.Session, Tenant: q.Tenant}, now)
+	f := usageFilter{Since: q.Since, Session: q.Session, Tenant: q.Tenant}
+	if q.Month != "" {
+		f.From, f.To, _ = MonthRange(q.Month) // validated
+	}
+	plan := planUsage(f, now)
 	rows := []CostRow{}
 	found, err := s.resolve(ctx, &plan)
 	if found {
@@ -112,7 +137,7 @@ func (s *store) queryCost(ctx context.Context, q CostQuery, now time.Time) (Cost
 		one.Key = q.Session
 		rows = []CostRow{one}
 	}
-	rep := CostReport{By: q.By, Session: q.Session, Subagents: plan.family.subagents, Tenant: q.Tenant, Rows: rows, Total: totalOf(rows)}
+	rep := CostReport{By: q.By, Session: q.Session, Subagents: plan.family.subagents, Tenant: q.Tenant, Month: q.Month, Rows: rows, Total: totalOf(rows)}
 	if q.Since > 0 {
 		rep.Since, rep.From = q.Since.String(), plan.from
 	}
@@ -236,7 +261,12 @@ func (s *store) addUnpriced(ctx context.Context, plan usagePlan, key groupKey, r
 	if !plan.from.IsZero() {
 		conds, args = append(conds, "ts >= toDateTime(?)"), append(args, uint32(plan.from.Unix()))
 	}
+	if !plan.to.IsZero() {
+		conds, args = append(conds, "ts < toDateTime(?)"), append(args, uint32(plan.to.Unix()))
+	}
 	conds = append(conds, plan.idConds("hour", &args)...)
+	// a row `herald cost reprice` priced since is priced (007)
+	conds = append(conds, "event_id NOT IN (SELECT event_id FROM usage_corrections WHERE price_source_before = 'unknown' OR price_source_before LIKE 'unknown;%')")
 	from := "usage_unpriced"
 	if key.roots {
 		from += rootJoin

@@ -30,7 +30,14 @@ func overviewQueryFrom(r *http.Request) (overviewQuery, error) {
 	if err != nil {
 		return overviewQuery{}, err
 	}
-	return overviewQuery{Tenant: r.URL.Query().Get("tenant"), Range: name, Since: since}, nil
+	q := overviewQuery{Tenant: r.URL.Query().Get("tenant"), Range: name, Since: since}
+	if m := r.URL.Query().Get("month"); m != "" {
+		if _, _, err := MonthRange(m); err != nil {
+			return overviewQuery{}, err
+		}
+		q.Month, q.Range, q.Since = m, "all", 0
+	}
+	return q, nil
 }
 
 func (d *Dashboard) overviewAPI(ctx context.Context, st *store, r *http.Request) (any, error) {
@@ -47,7 +54,7 @@ func (d *Dashboard) sessionAPI(ctx context.Context, st *store, r *http.Request) 
 
 func (d *Dashboard) costAPI(ctx context.Context, st *store, r *http.Request) (any, error) {
 	v := r.URL.Query()
-	q := CostQuery{By: v.Get("by"), Tenant: v.Get("tenant"), Session: v.Get("session")}
+	q := CostQuery{By: v.Get("by"), Tenant: v.Get("tenant"), Session: v.Get("session"), Month: v.Get("month")}
 	if s := v.Get("since"); s != "" {
 		_, since, err := parseRange(s)
 		if err != nil {

@@ -106,12 +106,21 @@ func (in *Insights) from() time.Time {
 	return in.From
 }
 
+// correctedJoin gives raw usage rows their corrected cost where `herald
+// cost reprice` corrected them (usage_corrections, 007); its placeholder is
+// the window's start.
+const correctedJoin = ` ANY LEFT JOIN (SELECT event_id, argMax(cost_after_nano_usd, seq) AS corrected_nano, toUInt8(1) AS corrected_has
+		FROM usage_corrections WHERE ts >= ? GROUP BY event_id) USING event_id`
+
+// correctedCost is a raw row's cost as it stands, under correctedJoin.
+const correctedCost = "if(corrected_has = 1, corrected_nano, cost_nano_usd)"
+
 func insightModels(ctx context.Context, st *store, in *Insights) error {
 	rows, err := st.conn.Query(ctx, `SELECT model, count(), countIf(status != 'ok'),
-		sum(input_tokens + cache_read_tokens + cache_write_tokens), sum(output_tokens), sum(cost_nano_usd), avg(latency_ms),
-		countIf(price_source = 'unknown' AND input_tokens + output_tokens + cache_read_tokens + cache_write_tokens > 0)
-		FROM usage_events FINAL WHERE ts >= ? GROUP BY model ORDER BY sum(cost_nano_usd) DESC, count() DESC LIMIT ?`,
-		in.from(), insightRows)
+		sum(input_tokens + cache_read_tokens + cache_write_tokens), sum(output_tokens), sum(`+correctedCost+`) AS cost, avg(latency_ms),
+		countIf(price_source = 'unknown' AND corrected_has = 0 AND input_tokens + output_tokens + cache_read_tokens + cache_write_tokens > 0)
+		FROM usage_events FINAL`+correctedJoin+` WHERE ts >= ? GROUP BY model ORDER BY cost DESC, count() DESC LIMIT ?`,
+		in.from(), in.from(), insightRows)
 	if err != nil {
 		return fmt.Errorf("insights: models: %w", err)
 	}
@@ -146,9 +155,9 @@ func insightTools(ctx context.Context, st *store, in *Insights) error {
 }
 
 func insightSessions(ctx context.Context, st *store, in *Insights) error {
-	rows, err := st.conn.Query(ctx, `SELECT session_id, any(tenant), count(), sum(cost_nano_usd), max(ts)
-		FROM usage_events FINAL WHERE ts >= ? GROUP BY session_id ORDER BY sum(cost_nano_usd) DESC, max(ts) DESC LIMIT ?`,
-		in.from(), insightRows)
+	rows, err := st.conn.Query(ctx, `SELECT session_id, any(tenant), count(), sum(`+correctedCost+`) AS cost, max(ts)
+		FROM usage_events FINAL`+correctedJoin+` WHERE ts >= ? GROUP BY session_id ORDER BY cost DESC, max(ts) DESC LIMIT ?`,
+		in.from(), in.from(), insightRows)
 	if err != nil {
 		return fmt.Errorf("insights: sessions: %w", err)
 	}

@@ -60,6 +60,8 @@ type overviewQuery struct {
 	Range  string        // as shown: 1h, 24h, 7d, 30d, all
 	Since  time.Duration // 0: all time
 	Search string        // sessions page: part of a session id
+	// Month shows one calendar month in UTC (?month=2026-11) instead of a range.
+	Month string
 }
 
 // parseRange reads 1h, 24h, 7d, 30d (Go durations plus a d suffix) or all.
@@ -89,7 +91,11 @@ func parseRange(s string) (string, time.Duration, error) {
 // thousand rows, added up here for every panel but two), the top sessions
 // from the per-session roll-up, and tool latency from tool_events.
 func (s *store) overview(ctx context.Context, q overviewQuery, now time.Time) (Overview, error) {
-	plan := planUsage(usageFilter{Since: q.Since, Tenant: q.Tenant}, now)
+	f := usageFilter{Since: q.Since, Tenant: q.Tenant}
+	if q.Month != "" {
+		f.From, f.To, _ = MonthRange(q.Month) // overviewQueryFrom checked it
+	}
+	plan := planUsage(f, now)
 	ov := Overview{Tenant: q.Tenant, Range: q.Range, From: plan.from}
 	var c cube
 	err := parallel(
@@ -273,6 +279,9 @@ func (s *store) toolLatency(ctx context.Context, plan usagePlan) ([]ToolLatency,
 	where, args := " WHERE 1", []any{}
 	if !plan.from.IsZero() {
 		where, args = where+" AND ts >= toDateTime(?)", append(args, uint32(plan.from.Unix()))
+	}
+	if !plan.to.IsZero() {
+		where, args = where+" AND ts < toDateTime(?)", append(args, uint32(plan.to.Unix()))
 	}
 	if plan.filter.Tenant != "" {
 		where, args = where+" AND tenant = ?", append(args, plan.filter.Tenant)

@@ -11,6 +11,9 @@ type usageFilter struct {
 	Since   time.Duration
 	Session string
 	Tenant  string
+	// From and To are a window of whole hours (a month), used when Since
+	// is 0; To zero: no end.
+	From, To time.Time
 }
 
 // usagePlan is where a usage query reads from: a roll-up view for whole
@@ -22,6 +25,7 @@ type usagePlan struct {
 	filter usageFilter
 	from   time.Time // zero: all time
 	edge   time.Time
+	to     time.Time // zero: no end
 	// family is the filtered session with its subagents and where their
 	// rows are (tenants and hours); set by resolve.
 	family family
@@ -29,6 +33,10 @@ type usagePlan struct {
 
 func planUsage(f usageFilter, now time.Time) usagePlan {
 	p := usagePlan{filter: f}
+	if f.Since == 0 && !f.From.IsZero() {
+		p.from, p.edge, p.to = f.From.UTC(), f.From.UTC(), f.To.UTC()
+		return p
+	}
 	if f.Since > 0 {
 		p.from = now.Add(-f.Since).UTC().Truncate(time.Second)
 		p.edge = p.from.Truncate(time.Hour)
@@ -85,6 +93,12 @@ const sums = "calls, errors, input_tokens, output_tokens, cache_read_tokens, cac
 const rawSums = "toUInt64(1) AS calls, toUInt64(status != 'ok') AS errors, input_tokens, output_tokens, " +
 	"cache_read_tokens, cache_write_tokens, reasoning_tokens, cost_nano_usd, toUInt64(latency_ms) AS latency_ms"
 
+// correctionSums are a price correction's columns (usage_corrections, 007):
+// no call, no tokens, the cost's difference modulo 2^64 (sums add it back).
+const correctionSums = "toUInt64(0) AS calls, toUInt64(0) AS errors, toUInt64(0) AS input_tokens, toUInt64(0) AS output_tokens, " +
+	"toUInt64(0) AS cache_read_tokens, toUInt64(0) AS cache_write_tokens, toUInt64(0) AS reasoning_tokens, " +
+	"toUInt64(toInt64(cost_after_nano_usd) - toInt64(cost_before_nano_usd)) AS cost_nano_usd, toUInt64(0) AS latency_ms"
+
 // source is a FROM clause (a subquery) yielding hour, the key columns and the
 // sums, combining the roll-up with raw rows of the partial first hour, and
 // the arguments its placeholders take, in order.
@@ -108,10 +122,13 @@ func (p usagePlan) source(k groupKey) (string, []any) {
 		}
 		return " WHERE " + strings.Join(conds, " AND ")
 	}
-	q := "(SELECT " + cols + ", " + sums + " FROM " + rollup + where("hour", p.edge, time.Time{})
+	q := "(SELECT " + cols + ", " + sums + " FROM " + rollup + where("hour", p.edge, p.to)
 	if p.from.Before(p.edge) {
 		rawCols := "toDateTime(intDiv(toUInt32(ts), 3600) * 3600) AS hour, " + strings.TrimPrefix(cols, "hour, ")
 		q += " UNION ALL SELECT " + rawCols + ", " + rawSums + " FROM usage_events" + where("ts", p.from, p.edge)
+		// the roll-ups hold the corrections of their hours (007); the raw
+		// rows' are read beside them
+		q += " UNION ALL SELECT " + rawCols + ", " + correctionSums + " FROM usage_corrections" + where("ts", p.from, p.edge)
 	}
 	return q + ")", args
 }

@@ -125,7 +125,38 @@ func (s *store) sessionSteps(ctx context.Context, sp sessionSpan, sessions []str
 		st.Fallback, st.CostUSD, st.TS = fallback == 1, nanoToUSD(st.CostNanoUSD), st.TS.UTC()
 		out = append(out, st)
 	}
-	return out, s.queryError(rows.Err())
+	if err := s.queryError(rows.Err()); err != nil {
+		return nil, err
+	}
+	return out, s.correctSteps(ctx, sp, sessions, out)
+}
+
+// correctSteps gives each step its corrected cost where `herald cost
+// reprice` corrected its row (usage_corrections, 007).
+func (s *store) correctSteps(ctx context.Context, sp sessionSpan, sessions []string, steps []Step) error {
+	in, ids := sessionIn(sessions)
+	args := append([]any{sp.tenant, sp.from, sp.to}, ids...)
+	rows, err := s.conn.Query(ctx, "SELECT event_id, argMax(cost_after_nano_usd, seq) FROM usage_corrections "+
+		"WHERE tenant = ? AND ts >= toDateTime(?) AND ts < toDateTime(?) AND "+in+" GROUP BY event_id", args...)
+	if err != nil {
+		return s.queryError(err)
+	}
+	defer rows.Close()
+	corrected := map[string]uint64{}
+	for rows.Next() {
+		var id string
+		var nano uint64
+		if err := rows.Scan(&id, &nano); err != nil {
+			return err
+		}
+		corrected[id] = nano
+	}
+	for i := range steps {
+		if nano, ok := corrected[steps[i].EventID]; ok {
+			steps[i].CostNanoUSD, steps[i].CostUSD = nano, nanoToUSD(nano)
+		}
+	}
+	return s.queryError(rows.Err())
 }
 
 func (s *store) sessionTools(ctx context.Context, sp sessionSpan, sessions []string) ([]ToolEntry, error) {

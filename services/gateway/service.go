@@ -45,6 +45,8 @@ type Service struct {
 	sub      *nats.Subscription
 	started  bool
 	shutdown bool
+	// stopPrices ends the watch of imported prices.
+	stopPrices context.CancelFunc
 }
 
 // New builds the gateway; it fails fast on a configuration it cannot serve.
@@ -100,18 +102,26 @@ func (s *Service) Start(ctx context.Context) error {
 		FilterSubjects: []string{bus.LLMRequest(">")},
 		Concurrency:    s.cfg.Concurrency,
 	}
+	pctx, stopPrices := context.WithCancel(context.WithoutCancel(ctx))
+	if err := s.pricer.watchPrices(pctx, s.js, s.log); err != nil {
+		// a server declared by an older Herald: configured and built-in
+		// prices still price every call
+		s.log.Error().Err(err).Msg("imported prices not watched: run herald declare")
+	}
 	w, err := bus.StartWorker(ctx, s.js, spec, s.handle, s.log)
 	if err != nil {
+		stopPrices()
 		_ = sub.Unsubscribe()
 		return fmt.Errorf("gateway: %w", err)
 	}
 	hook, err := s.startWebhook(ctx)
 	if err != nil {
+		stopPrices()
 		_ = sub.Unsubscribe()
 		_ = w.Stop(ctx)
 		return fmt.Errorf("gateway: budget webhook: %w", err)
 	}
-	s.sub, s.worker, s.webhook, s.started = sub, w, hook, true
+	s.sub, s.worker, s.webhook, s.started, s.stopPrices = sub, w, hook, true, stopPrices
 	s.log.Info().Str("model", s.cfg.Primary.Model).Str("api_mode", s.endpoints[0].mode).
 		Int("fallbacks", len(s.cfg.Fallbacks)).Msg("gateway taking LLM requests")
 	return nil
@@ -127,6 +137,9 @@ func (s *Service) Shutdown(ctx context.Context) error {
 	}
 	s.shutdown = true
 	w, sub, hook := s.worker, s.sub, s.webhook
+	if s.stopPrices != nil {
+		s.stopPrices()
+	}
 	s.mu.Unlock()
 	var errs []error
 	if w != nil {

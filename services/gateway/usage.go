@@ -30,13 +30,14 @@ func (r *callRun) bill(ctx context.Context, ep endpoint, u *heraldpb.Usage, c pr
 		u = &heraldpb.Usage{}
 	}
 	model := r.modelFor(ep)
-	cost, source := r.s.pricer.Charge(model, u, c)
+	now := time.Now()
+	cost, source := r.s.pricer.Charge(model, now, u, c)
 	addUsage(r.usage, u)
 	countPricing(r.pricing, model, source, u)
 	r.costNano += cost
 	ev := &heraldpb.UsageEvent{
 		EventId:         r.eventID(),
-		TsUnixMs:        time.Now().UnixMilli(),
+		TsUnixMs:        now.UnixMilli(),
 		Tenant:          r.tenant,
 		SessionId:       r.req.GetSessionId(),
 		TaskId:          r.req.GetTaskId(),

@@ -15,6 +15,16 @@ import (
 )
 
 func cmdCost(ctx context.Context, args []string, cio cliIO) int {
+	if len(args) > 0 {
+		switch args[0] {
+		case "export":
+			return cmdCostExport(ctx, args[1:], cio)
+		case "reprice":
+			return cmdCostReprice(ctx, args[1:], cio)
+		case "corrections":
+			return cmdCostCorrections(ctx, args[1:], cio)
+		}
+	}
 	fs := newFlagSet("cost", cio.err)
 	var c common
 	c.register(fs)
@@ -22,6 +32,7 @@ func cmdCost(ctx context.Context, args []string, cio cliIO) int {
 	since := ageFlag(fs, "since", "only the last DURATION (e.g. 7d, 24h); default all time")
 	session := fs.String("session", "", "only this session")
 	tenant := fs.String("tenant", "", "only this tenant")
+	month := fs.String("month", "", "only this month, YYYY-MM in UTC (not with --since)")
 	jsonOut := fs.Bool("json", false, "print JSON")
 	if _, err := parseInterspersed(fs, args); err != nil {
 		return flagExit(err)
@@ -37,7 +48,7 @@ func cmdCost(ctx context.Context, args []string, cio cliIO) int {
 		return exitFail
 	}
 	defer stop()
-	rep, err := accounting.QueryCost(ctx, dsn, accounting.CostQuery{By: *by, Since: *since, Session: *session, Tenant: *tenant})
+	rep, err := accounting.QueryCost(ctx, dsn, accounting.CostQuery{By: *by, Since: *since, Session: *session, Tenant: *tenant, Month: *month})
 	if err != nil {
 		fmt.Fprintln(cio.err, "herald cost:", err)
 		return exitFail

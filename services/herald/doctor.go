@@ -299,7 +299,10 @@ func providerCheck(ctx context.Context, name string, p config.Provider, cfg conf
 		warn("no usage reported", "costs of this provider will read 0: check that it reports usage on streamed answers")
 	}
 	if r.PriceSource == "unknown" {
-		warn("no price known for "+p.Model, fmt.Sprintf("add pricing: {%s: {input: …, output: …}} (USD per million tokens) to herald.yaml", p.Model))
+		r.PriceSource = importedPriceSource(ctx, cfg, p.Model) // herald prices import, on the bus
+	}
+	if r.PriceSource == "unknown" || r.PriceSource == "" {
+		warn("no price known for "+p.Model, fmt.Sprintf("add pricing: {%s: {input: …, output: …}} (USD per million tokens) to herald.yaml, or import a catalogue (herald prices import)", p.Model))
 	} else {
 		facts = append(facts, "price "+r.PriceSource)
 	}

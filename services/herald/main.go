@@ -65,7 +65,8 @@ Usage:
   herald doctor [--json]          check the setup: NATS, ClickHouse, providers, MCP servers, sandbox
   herald up [flags]               run every service over an embedded JetStream server
   herald serve SERVICE... [flags] run services against HERALD_NATS_URL (loop gateway toolrunner compressor memory accounting api)
-  herald cost [flags]             cost and token totals from ClickHouse
+  herald cost [flags]             cost and token totals from ClickHouse (cost export, cost reprice: docs/COSTS.md)
+  herald prices import FILE|list  import a LiteLLM or genai-prices price catalogue onto the bus; list prices
   herald sessions list|show ID|search QUERY|export ID|delete ID|prune --older-than 30d
   herald insights [--since 7d]    where time and money went: models, tools, sessions, errors
   herald migrate                  apply the ClickHouse schema
@@ -115,6 +116,8 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 		return cmdSchedules(ctx, args[1:], io)
 	case "budgets":
 		return cmdBudgets(ctx, args[1:], io)
+	case "prices":
+		return cmdPrices(ctx, args[1:], io)
 	case "--version", "version":
 		fmt.Fprintln(stdout, versionLine())
 		return exitOK
