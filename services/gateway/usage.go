@@ -53,6 +53,9 @@ func (r *callRun) bill(ctx context.Context, ep endpoint, u *heraldpb.Usage, c pr
 		IsFallback:      ep.isFallback(),
 		ParentSessionId: r.req.GetParentSessionId(),
 	}
+	if reported(u) {
+		ev.Carried = r.carried(model, u)
+	}
 	if ae != nil {
 		ev.Status, ev.ErrorClass = StatusError, string(ae.class)
 		ev.ErrorMessage = usageErrorMessage(ae, ep.apiKey)
