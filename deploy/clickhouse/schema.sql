@@ -164,3 +164,25 @@ WHERE price_source = 'unknown' AND input_tokens + output_tokens + cache_read_tok
 
 -- 006_error_message
 ALTER TABLE usage_events ADD COLUMN error_message String DEFAULT '' AFTER error_class;
+
+
+-- 008_tool_context
+CREATE TABLE IF NOT EXISTS tool_context_costs (
+    event_id           String,
+    ts                 DateTime,
+    tenant             String,
+    session_id         String,
+    parent_session_id  String,
+    call_id            String,
+    tool               String,
+    model              String,
+    tokens             UInt64,
+    estimated          UInt8,
+    input_tokens       UInt64,
+    cache_read_tokens  UInt64,
+    cache_write_tokens UInt64,
+    cost_nano_usd      UInt64
+) ENGINE = ReplacingMergeTree()
+PARTITION BY toYYYYMM(ts)
+ORDER BY (tenant, ts, event_id, call_id)
+SETTINGS index_granularity = 1024;

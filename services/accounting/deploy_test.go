@@ -123,5 +123,5 @@ func TestDeployServerConfigStartsClickHouse(t *testing.T) {
 	defer l.Stop()
 	applied, err := Migrate(ctx, l.DSN())
 	require.NoError(t, err)
-	require.Equal(t, []int{1, 2, 3, 4, 5, 6}, applied)
+	require.Equal(t, []int{1, 2, 3, 4, 5, 6, 8}, applied)
 }

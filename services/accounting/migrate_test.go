@@ -20,11 +20,11 @@ func TestMigrateAppliesEachVersionOnce(t *testing.T) {
 	ctx := context.Background()
 	applied, err := Migrate(ctx, dsn)
 	require.NoError(t, err)
-	require.Equal(t, []int{1, 2, 3, 4, 5, 6}, applied)
+	require.Equal(t, []int{1, 2, 3, 4, 5, 6, 8}, applied)
 	applied, err = Migrate(ctx, dsn)
 	require.NoError(t, err)
 	require.Empty(t, applied, "a second run has nothing to do")
-	for _, table := range []string{"usage_events", "tool_events", "usage_event_ids", "tool_event_ids", "usage_hourly", "usage_by_session", "session_roots", "usage_unpriced"} {
+	for _, table := range []string{"usage_events", "tool_events", "usage_event_ids", "tool_event_ids", "usage_hourly", "usage_by_session", "session_roots", "usage_unpriced", "tool_context_costs"} {
 		require.Equal(t, uint64(1), scalar(t, dsn, "SELECT count() FROM system.tables WHERE database = currentDatabase() AND name = ?", table), table)
 	}
 }
@@ -32,7 +32,7 @@ func TestMigrateAppliesEachVersionOnce(t *testing.T) {
 func TestMigrationsSplitIntoStatements(t *testing.T) {
 	all, err := migrations()
 	require.NoError(t, err)
-	require.Len(t, all, 6)
+	require.Len(t, all, 7)
 	require.Len(t, all[0].statements, 2)
 	for _, m := range all {
 		for _, s := range m.statements {

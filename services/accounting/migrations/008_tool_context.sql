@@ -1,0 +1,30 @@
+-- What each tool result cost in context: one row per (model call attempt,
+-- tool result its prompt carried), from UsageEvent.carried. event_id is the
+-- usage event's (usage_events.event_id), call_id the tool call's
+-- (tool_events.call_id of the same session). tokens is the result's size in
+-- that prompt (estimated = 1: characters/4, not the model's tokenizer);
+-- input/cache_read/cache_write_tokens split it as the provider's cache did,
+-- and cost_nano_usd is that part of the call's cost (docs/COSTS.md).
+--
+-- The sink stores these rows before their usage event, so a crash between
+-- the two stores them again with the event: ReplacingMergeTree on
+-- (event_id, call_id) and queries with FINAL count each once.
+CREATE TABLE IF NOT EXISTS tool_context_costs (
+    event_id           String,
+    ts                 DateTime,
+    tenant             String,
+    session_id         String,
+    parent_session_id  String,
+    call_id            String,
+    tool               String,
+    model              String,
+    tokens             UInt64,
+    estimated          UInt8,
+    input_tokens       UInt64,
+    cache_read_tokens  UInt64,
+    cache_write_tokens UInt64,
+    cost_nano_usd      UInt64
+) ENGINE = ReplacingMergeTree()
+PARTITION BY toYYYYMM(ts)
+ORDER BY (tenant, ts, event_id, call_id)
+SETTINGS index_granularity = 1024
