@@ -126,7 +126,7 @@ func TestErrorMessageMigrationOnAnOlderDatabase(t *testing.T) {
 	// Another process added the column and has not recorded it yet.
 	require.NoError(t, st.conn.Exec(ctx, "ALTER TABLE usage_events ADD COLUMN error_message String DEFAULT '' AFTER error_class"))
 
-	applied, err := st.migrate(ctx)
+	applied, err := st.migrateUpTo(ctx, 6)
 	require.NoError(t, err)
 	require.Equal(t, []int{6}, applied)
 	var m string
