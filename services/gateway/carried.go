@@ -7,6 +7,7 @@ import (
 	"github.com/heraldrun/herald/pkg/models"
 	"github.com/heraldrun/herald/pkg/pricing"
 	"github.com/heraldrun/herald/proto/heraldpb"
+	"google.golang.org/protobuf/proto"
 )
 
 // What a tool result costs in context (docs/COSTS.md): every model call
@@ -148,4 +149,29 @@ func toolName(m *heraldpb.ChatMessage, names map[string]string) string {
 func (r *callRun) carried(model string, u *heraldpb.Usage) []*heraldpb.CarriedResult {
 	price, source := r.s.pricer.Lookup(model)
 	return carriedResults(r.req.GetMessages(), r.req.GetTools(), u, price, source != PriceUnknown)
+}
+
+// The answer stored with a call keeps its usage events without their
+// carried results: a redelivered request that finds the answer has the
+// same prompt in hand, so restoreUsage computes them again (recarry), and
+// the bytes each step stores do not grow twice with the history's results.
+
+// withoutCarried is ev as the stored answer keeps it.
+func withoutCarried(ev *heraldpb.UsageEvent) *heraldpb.UsageEvent {
+	if len(ev.GetCarried()) == 0 {
+		return ev
+	}
+	c := proto.Clone(ev).(*heraldpb.UsageEvent)
+	c.Carried = nil
+	return c
+}
+
+// recarry gives a usage event restored from a stored answer the carried
+// results of req's prompt, as bill gave them.
+func (s *Service) recarry(req *heraldpb.LLMRequest, ev *heraldpb.UsageEvent) {
+	if len(ev.GetCarried()) > 0 || !reported(ev.GetUsage()) {
+		return
+	}
+	price, source := s.pricer.Lookup(ev.GetModel())
+	ev.Carried = carriedResults(req.GetMessages(), req.GetTools(), ev.GetUsage(), price, source != PriceUnknown)
 }

@@ -3,8 +3,11 @@ package gateway
 import (
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/heraldrun/herald/pkg/config"
 	"github.com/heraldrun/herald/pkg/pricing"
+	"github.com/heraldrun/herald/pkg/scripted"
 	"github.com/heraldrun/herald/proto/heraldpb"
 	"github.com/stretchr/testify/require"
 )
@@ -74,4 +77,53 @@ func TestUnpricedOrUnreportedPromptsCarryNoCost(t *testing.T) {
 	require.Len(t, got, 2, "the tokens are still counted")
 	require.Zero(t, got[0].CostNanoUsd)
 	require.Nil(t, carriedResults(carriedHistory(), nil, &heraldpb.Usage{OutputTokens: 9}, testPrice, true), "no prompt tokens reported")
+}
+
+// withToolResult is req with a 4000-character read_file result in its history.
+func withToolResult(req *heraldpb.LLMRequest) *heraldpb.LLMRequest {
+	req.Messages = append(req.Messages,
+		&heraldpb.ChatMessage{Role: "assistant", ToolCalls: []*heraldpb.ToolCall{{Id: "c1", Name: "read_file", Arguments: `{"path":"a"}`}}},
+		&heraldpb.ChatMessage{Role: "tool", ToolCallId: "c1", Name: "read_file", Content: strings.Repeat("z", 4000)})
+	return req
+}
+
+func pricedM1(c *Config) {
+	c.Pricing = map[string]config.Price{"m1": {Input: 1, Output: 2, CacheRead: 0.5}}
+}
+
+func TestCarriedResultsTravelOnTheUsageEventNotTheStoredAnswer(t *testing.T) {
+	r := newRig(t, scripted.Conversation(scripted.Text("ok")), pricedM1)
+	resp := r.call(withToolResult(r.request("s-carry", "read a")))
+	require.Len(t, resp.GetUsageEvents(), 1)
+	require.Empty(t, resp.GetUsageEvents()[0].GetCarried(), "the stored answer does not grow with the history's results")
+	var usage []*heraldpb.UsageEvent
+	require.Eventually(t, func() bool { usage = r.usageEvents(); return len(usage) == 1 }, 5*time.Second, 10*time.Millisecond)
+	carried := usage[0].GetCarried()
+	require.Len(t, carried, 1)
+	require.Equal(t, "c1", carried[0].GetCallId())
+	require.Equal(t, int64(1001), carried[0].GetTokens())
+	require.Equal(t, uint64(1001*1000), carried[0].GetCostNanoUsd(), "new in this call: uncached input at $1 per million")
+}
+
+func TestARestoredUsageEventCarriesTheResultsOfItsPrompt(t *testing.T) {
+	r := buildRig(t, scripted.Conversation(scripted.Text("never asked")), pricedM1)
+	req := withToolResult(r.request("s-recarry", "read a"))
+	r.publish(req)
+	// The gateway before stored the answer (its usage events without their
+	// carried results) and died before the usage event itself was stored.
+	die := r.takeAndDie(1)
+	billed := r.storeAnswerWithUsage(req, 1_234)
+	die()
+
+	r.start()
+	r.requestsDrained("the redelivered request is acknowledged")
+	usage := r.usageEvents()
+	require.Len(t, usage, 1)
+	require.Equal(t, billed.GetEventId(), usage[0].GetEventId())
+	want := carriedResults(req.GetMessages(), nil, billed.GetUsage(), config.Price{Input: 1, Output: 2, CacheRead: 0.5}, true)
+	require.Len(t, want, 1)
+	require.Len(t, usage[0].GetCarried(), 1, "computed again from the redelivered request's prompt")
+	require.Equal(t, want[0].GetTokens(), usage[0].GetCarried()[0].GetTokens())
+	require.Equal(t, want[0].GetCostNanoUsd(), usage[0].GetCarried()[0].GetCostNanoUsd())
+	require.Zero(t, r.model.Calls())
 }
