@@ -3,6 +3,8 @@ package accounting
 import (
 	"bytes"
 	"context"
+	"io"
+	"net/http"
 	"net/http/httptest"
 	"path/filepath"
 	"regexp"
@@ -129,4 +131,28 @@ func TestDashboardShowsToolCostsAndASessionsCostliestResults(t *testing.T) {
 	require.Len(t, d.TopResults, 2)
 	require.Equal(t, ResultCost{SessionID: "s1", CallID: "c1", Tool: "terminal", DurationMs: 1200, OutputBytes: 40000, Carried: 3,
 		Tokens: 10001, Estimated: true, CostNanoUSD: 20_002_000, CostUSD: 0.020002}, d.TopResults[0])
+}
+
+// A model names its tool calls, so a call id or tool name is untrusted
+// text: the session page shows it escaped, never as markup.
+func TestSessionPageEscapesAForgedCallIDAndToolName(t *testing.T) {
+	b := heraldtest.StartBus(t)
+	dsn := testDSN(t)
+	svc := startService(t, b, testConfig(dsn))
+	evil := `<img src=x onerror=alert(1)>`
+	e := usageEvent("x1", "acme", "s-evil", "test-model", time.Now(), 5000, 10, 0)
+	e.Carried = []*heraldpb.CarriedResult{carriedRow(evil, evil, 4000, 0, 4_000_000)}
+	publishUsage(t, b.JS, "", e)
+	waitDrained(t, b.JS, bus.StreamUsage)
+	srv := httptest.NewServer(svc.Handler())
+	t.Cleanup(srv.Close)
+	resp, err := http.Get(srv.URL + "/sessions/s-evil")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	page, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Contains(t, string(page), `id="top-tool-results"`)
+	require.NotContains(t, string(page), evil)
+	require.Contains(t, string(page), "&lt;img src=x onerror=alert(1)&gt;")
 }
