@@ -6,6 +6,7 @@ import (
 
 	"github.com/heraldrun/herald/pkg/models"
 	"github.com/heraldrun/herald/pkg/pricing"
+	"github.com/heraldrun/herald/pkg/telemetry"
 	"github.com/heraldrun/herald/proto/heraldpb"
 	"google.golang.org/protobuf/proto"
 )
@@ -145,10 +146,26 @@ func toolName(m *heraldpb.ChatMessage, names map[string]string) string {
 }
 
 // carried prices the tool results of this run's prompt for an attempt on
-// model that reported u.
+// model that reported u, and counts them in the process's metrics.
 func (r *callRun) carried(model string, u *heraldpb.Usage) []*heraldpb.CarriedResult {
 	price, source := r.s.pricer.Lookup(model)
-	return carriedResults(r.req.GetMessages(), r.req.GetTools(), u, price, source != PriceUnknown)
+	out := carriedResults(r.req.GetMessages(), r.req.GetTools(), u, price, source != PriceUnknown)
+	for _, c := range out {
+		telemetry.ToolContext(metricTool(c.GetTool(), r.req.GetTools()), c)
+	}
+	return out
+}
+
+// metricTool is a tool's metric label: a tool the request offers, else
+// "other" (a model may name tools that do not exist, and each name would
+// be a series of its own).
+func metricTool(name string, tools []*heraldpb.ToolSpec) string {
+	for _, t := range tools {
+		if t.GetName() == name {
+			return name
+		}
+	}
+	return "other"
 }
 
 // The answer stored with a call keeps its usage events without their
