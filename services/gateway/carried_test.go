@@ -127,3 +127,10 @@ func TestARestoredUsageEventCarriesTheResultsOfItsPrompt(t *testing.T) {
 	require.Equal(t, want[0].GetCostNanoUsd(), usage[0].GetCarried()[0].GetCostNanoUsd())
 	require.Zero(t, r.model.Calls())
 }
+
+func TestAToolTheRequestDidNotOfferIsCountedAsOther(t *testing.T) {
+	tools := []*heraldpb.ToolSpec{{Name: "read_file"}, {Name: "terminal"}}
+	require.Equal(t, "terminal", metricTool("terminal", tools))
+	require.Equal(t, "other", metricTool("made_up_by_the_model_1234", tools), "each invented name would be a series of its own")
+	require.Equal(t, "other", metricTool("", tools))
+}
