@@ -29,10 +29,8 @@ func (s *store) insertNew(ctx context.Context, k eventKind, rows []row) (int, er
 		return 0, nil
 	}
 	if c := k.companion; c != nil {
-		if n, cols := c.toColumns(fresh); n > 0 {
-			if err := s.insertColumns(ctx, c.table, c.columns, n, cols); err != nil {
-				return 0, err
-			}
+		if err := s.insertDerived(ctx, c, fresh); err != nil {
+			return 0, err
 		}
 	}
 	if err := s.insertColumns(ctx, k.table, k.columns, len(fresh), k.toColumns(fresh)); err != nil {

@@ -161,11 +161,10 @@ func (s *store) toolRuns(ctx context.Context, where string, args []any, row func
 	return s.queryError(res.Err())
 }
 
-// toolContext adds what carrying each tool's results cost. FINAL: a row
-// stored twice (the sink died between it and its usage event) counts once.
+// toolContext adds what carrying each tool's results cost.
 func (s *store) toolContext(ctx context.Context, where string, args []any, row func(string) *ToolCostRow) error {
 	res, err := s.conn.Query(ctx, "SELECT tool, count(), sum(tokens), sum(input_tokens), sum(cache_read_tokens), "+
-		"sum(cache_write_tokens), sum(cost_nano_usd), max(estimated) FROM tool_context_costs FINAL"+where+" GROUP BY tool", args...)
+		"sum(cache_write_tokens), sum(cost_nano_usd), max(estimated) FROM tool_context_costs"+where+" GROUP BY tool", args...)
 	if err != nil {
 		return s.queryError(err)
 	}
@@ -250,7 +249,7 @@ func (s *store) topResults(ctx context.Context, sp sessionSpan, sessions []strin
 	in, ids := sessionIn(sessions)
 	args := append(append([]any{sp.tenant, sp.from, sp.to}, ids...), maxTopResults)
 	res, err := s.conn.Query(ctx, "SELECT session_id, call_id, any(tool), count(), argMax(tokens, ts), max(estimated), sum(cost_nano_usd) "+
-		"FROM tool_context_costs FINAL WHERE tenant = ? AND ts >= toDateTime(?) AND ts < toDateTime(?) AND "+in+
+		"FROM tool_context_costs WHERE tenant = ? AND ts >= toDateTime(?) AND ts < toDateTime(?) AND "+in+
 		" GROUP BY session_id, call_id ORDER BY sum(cost_nano_usd) DESC, sum(tokens) DESC, call_id LIMIT ?", args...)
 	if err != nil {
 		return nil, s.queryError(err)

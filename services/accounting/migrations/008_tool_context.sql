@@ -6,9 +6,10 @@
 -- input/cache_read/cache_write_tokens split it as the provider's cache did,
 -- and cost_nano_usd is that part of the call's cost (docs/COSTS.md).
 --
--- The sink stores these rows before their usage event, so a crash between
--- the two stores them again with the event: ReplacingMergeTree on
--- (event_id, call_id) and queries with FINAL count each once.
+-- The sink stores these rows before their usage event, so an event found
+-- stored has its rows; an event whose rows are stored but not itself (the
+-- sink died between the two) is stored again without them: the sink looks
+-- its id up here first, by tenant and time (the sort key).
 CREATE TABLE IF NOT EXISTS tool_context_costs (
     event_id           String,
     ts                 DateTime,
