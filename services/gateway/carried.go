@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"math"
-	"unicode/utf8"
 
 	"github.com/heraldrun/herald/pkg/models"
 	"github.com/heraldrun/herald/pkg/pricing"
@@ -16,8 +15,10 @@ import (
 // gateway, which holds the whole prompt of each attempt and the provider's
 // report of it, splits the attempt's prompt among the results it carried:
 //
-//   - a result's tokens are characters/4 (models.EstimateTokens); Herald has
-//     no model tokenizer, so every figure is marked estimated;
+//   - a result's tokens are characters/4 (models.EstimateTokens over its
+//     bytes, as the loop's and the compressor's estimates count them: O(1)
+//     per result, whatever its size); Herald has no model tokenizer, so
+//     every figure is marked estimated;
 //   - where a result lies in the prompt is its place in the prompt's
 //     characters (tool definitions first, then the messages in order),
 //     scaled to the prompt tokens the provider reported;
@@ -52,7 +53,7 @@ func carriedResults(msgs []*heraldpb.ChatMessage, tools []*heraldpb.ToolSpec, u 
 	}
 	scale := float64(prompt) / float64(max(total, 1))
 	read, write := float64(u.GetCacheReadTokens()), float64(u.GetCacheWriteTokens())
-	names := callNames(msgs)
+	var names map[string]string // built when a result does not name its tool
 	out := make([]*heraldpb.CarriedResult, 0, len(spans))
 	for _, sp := range spans {
 		a, b := float64(sp.start)*scale, float64(sp.end)*scale
@@ -60,7 +61,7 @@ func carriedResults(msgs []*heraldpb.ChatMessage, tools []*heraldpb.ToolSpec, u 
 		if sp.fresh {
 			readFrac = 0
 		}
-		tokens := models.EstimateTokens(utf8.RuneCountInString(sp.msg.GetContent()))
+		tokens := models.EstimateTokens(len(sp.msg.GetContent()))
 		share := &heraldpb.Usage{
 			CacheReadTokens:  int64(math.Round(float64(tokens) * readFrac)),
 			CacheWriteTokens: int64(math.Round(float64(tokens) * writeFrac)),
@@ -68,8 +69,14 @@ func carriedResults(msgs []*heraldpb.ChatMessage, tools []*heraldpb.ToolSpec, u 
 		share.CacheWriteTokens = min(share.CacheWriteTokens, tokens-share.CacheReadTokens)
 		share.InputTokens = tokens - share.CacheReadTokens - share.CacheWriteTokens
 		c := &heraldpb.CarriedResult{
-			CallId: sp.msg.GetToolCallId(), Tool: toolName(sp.msg, names), Tokens: tokens, Estimated: true,
+			CallId: sp.msg.GetToolCallId(), Tool: sp.msg.GetName(), Tokens: tokens, Estimated: true,
 			InputTokens: share.InputTokens, CacheReadTokens: share.CacheReadTokens, CacheWriteTokens: share.CacheWriteTokens,
+		}
+		if c.Tool == "" {
+			if names == nil {
+				names = callNames(msgs)
+			}
+			c.Tool = names[c.CallId]
 		}
 		if priced {
 			c.CostNanoUsd = price.ShareNano(prompt, share)
@@ -136,13 +143,6 @@ func callNames(msgs []*heraldpb.ChatMessage) map[string]string {
 		}
 	}
 	return names
-}
-
-func toolName(m *heraldpb.ChatMessage, names map[string]string) string {
-	if m.GetName() != "" {
-		return m.GetName()
-	}
-	return names[m.GetToolCallId()]
 }
 
 // carried prices the tool results of this run's prompt for an attempt on

@@ -134,3 +134,25 @@ func TestAToolTheRequestDidNotOfferIsCountedAsOther(t *testing.T) {
 	require.Equal(t, "other", metricTool("made_up_by_the_model_1234", tools), "each invented name would be a series of its own")
 	require.Equal(t, "other", metricTool("", tools))
 }
+
+// BenchmarkCarriedResults: the work bill adds to a model call whose prompt
+// holds a 1 MB tool result and 100 small ones.
+func BenchmarkCarriedResults(b *testing.B) {
+	msgs := []*heraldpb.ChatMessage{{Role: "system", Content: "s"}, {Role: "user", Content: "go"}}
+	for i := range 101 {
+		content := strings.Repeat("r", 200)
+		if i == 0 {
+			content = strings.Repeat("R", 1<<20)
+		}
+		id := strings.Repeat("c", 8) + string(rune('a'+i%26))
+		msgs = append(msgs, &heraldpb.ChatMessage{Role: "assistant", ToolCalls: []*heraldpb.ToolCall{{Id: id, Name: "terminal", Arguments: `{"command":"ls"}`}}},
+			&heraldpb.ChatMessage{Role: "tool", ToolCallId: id, Name: "terminal", Content: content})
+	}
+	u := &heraldpb.Usage{InputTokens: 5000, CacheReadTokens: 270_000}
+	b.ReportAllocs()
+	for b.Loop() {
+		if len(carriedResults(msgs, nil, u, testPrice, true)) != 101 {
+			b.Fatal("results lost")
+		}
+	}
+}
