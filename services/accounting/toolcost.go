@@ -2,12 +2,15 @@ package accounting
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2"
 )
 
 // ToolCostQuery is what `herald cost --by tool` asks.
@@ -120,7 +123,7 @@ func (s *store) toolCost(ctx context.Context, q ToolCostQuery, now time.Time) (T
 		return rep, err
 	}
 	if err := s.toolContext(ctx, where, args, row); err != nil {
-		return rep, err
+		return rep, noContextTable(err)
 	}
 	for _, r := range byTool {
 		r.ContextCostUSD = nanoToUSD(r.ContextCostNanoUSD)
@@ -285,4 +288,13 @@ func (s *store) familyTopResults(ctx context.Context, f family, tools []ToolEntr
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].CostNanoUSD > out[j].CostNanoUSD })
 	return out[:min(len(out), maxTopResults)], nil
+}
+
+// noContextTable names the fix when the database predates migration 008.
+func noContextTable(err error) error {
+	var ex *clickhouse.Exception
+	if errors.As(err, &ex) && ex.Code == 60 {
+		return fmt.Errorf("this ClickHouse database has no tool_context_costs table yet (migration 008): run `herald migrate`, or start accounting, which applies it: %w", err)
+	}
+	return err
 }

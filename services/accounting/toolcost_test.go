@@ -155,3 +155,22 @@ func TestSessionPageEscapesAForgedCallIDAndToolName(t *testing.T) {
 	require.NotContains(t, string(page), evil)
 	require.Contains(t, string(page), "&lt;img src=x onerror=alert(1)&gt;")
 }
+
+// A database an older release migrated (up to 006) answers cost by tool
+// with the command that fixes it, not a bare ClickHouse error.
+func TestCostByToolOnAnOlderDatabaseNamesTheFix(t *testing.T) {
+	dsn := testDSN(t)
+	ctx := context.Background()
+	st, err := openStore(ctx, dsn)
+	require.NoError(t, err)
+	defer st.Close()
+	_, err = st.migrateUpTo(ctx, 6)
+	require.NoError(t, err)
+	_, err = QueryToolCost(ctx, dsn, ToolCostQuery{})
+	require.ErrorContains(t, err, "run `herald migrate`")
+	_, err = Migrate(ctx, dsn)
+	require.NoError(t, err)
+	rep, err := QueryToolCost(ctx, dsn, ToolCostQuery{})
+	require.NoError(t, err)
+	require.Empty(t, rep.Rows)
+}
