@@ -174,3 +174,37 @@ func TestCostByToolOnAnOlderDatabaseNamesTheFix(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, rep.Rows)
 }
+
+// A session's tool costs include its subagents' (delegate_task children),
+// as its cost does.
+func TestCostByToolOfASessionIncludesItsSubagents(t *testing.T) {
+	b := heraldtest.StartBus(t)
+	dsn := testDSN(t)
+	svc := startService(t, b, testConfig(dsn))
+	now := time.Now()
+	parent := usageEvent("p-1", "acme", "p1", "test-model", now, 5000, 10, 0)
+	parent.Carried = []*heraldpb.CarriedResult{carriedRow("c1", "delegate_task", 100, 0, 100_000)}
+	child := usageEvent("ch-1", "acme", "ch1", "test-model", now, 5000, 10, 0)
+	child.ParentSessionId, child.Purpose = "p1", "subagent"
+	child.Carried = []*heraldpb.CarriedResult{carriedRow("k1", "search_files", 300, 0, 300_000)}
+	other := usageEvent("o-1", "acme", "o1", "test-model", now, 5000, 10, 0)
+	other.Carried = []*heraldpb.CarriedResult{carriedRow("k1", "search_files", 900, 0, 900_000)}
+	publishUsage(t, b.JS, "", parent, child, other)
+	waitDrained(t, b.JS, bus.StreamUsage)
+
+	rep, err := QueryToolCost(context.Background(), dsn, ToolCostQuery{Session: "p1"})
+	require.NoError(t, err)
+	require.Equal(t, []string{"ch1"}, rep.Subagents)
+	require.Len(t, rep.Rows, 2)
+	require.Equal(t, "search_files", rep.Rows[0].Tool)
+	require.Equal(t, uint64(300_000), rep.Rows[0].ContextCostNanoUSD, "the child's, not the other session's")
+	require.Equal(t, uint64(400_000), rep.Total.ContextCostNanoUSD)
+
+	srv := httptest.NewServer(svc.Handler())
+	t.Cleanup(srv.Close)
+	var d SessionDetail
+	require.Equal(t, 200, getJSON(t, srv.URL+"/api/sessions/p1", &d))
+	require.Len(t, d.TopResults, 2)
+	require.Equal(t, "ch1", d.TopResults[0].SessionID)
+	require.Equal(t, "k1", d.TopResults[0].CallID)
+}
