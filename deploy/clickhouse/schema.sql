@@ -181,7 +181,8 @@ CREATE TABLE IF NOT EXISTS tool_context_costs (
     input_tokens       UInt64,
     cache_read_tokens  UInt64,
     cache_write_tokens UInt64,
-    cost_nano_usd      UInt64
+    cost_nano_usd      UInt64,
+    unpriced           UInt8
 ) ENGINE = ReplacingMergeTree()
 PARTITION BY toYYYYMM(ts)
 ORDER BY (tenant, ts, event_id, call_id)

@@ -1698,8 +1698,10 @@ type CarriedResult struct {
 	CacheReadTokens  int64  `protobuf:"varint,6,opt,name=cache_read_tokens,json=cacheReadTokens,proto3" json:"cache_read_tokens,omitempty"`    // of tokens, billed as cache reads
 	CacheWriteTokens int64  `protobuf:"varint,7,opt,name=cache_write_tokens,json=cacheWriteTokens,proto3" json:"cache_write_tokens,omitempty"` // of tokens, billed as cache writes
 	CostNanoUsd      uint64 `protobuf:"varint,8,opt,name=cost_nano_usd,json=costNanoUsd,proto3" json:"cost_nano_usd,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// unpriced: the model had no price, so the cost is unknown, not 0.
+	Unpriced      bool `protobuf:"varint,9,opt,name=unpriced,proto3" json:"unpriced,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CarriedResult) Reset() {
@@ -1786,6 +1788,13 @@ func (x *CarriedResult) GetCostNanoUsd() uint64 {
 		return x.CostNanoUsd
 	}
 	return 0
+}
+
+func (x *CarriedResult) GetUnpriced() bool {
+	if x != nil {
+		return x.Unpriced
+	}
+	return false
 }
 
 // ToolEvent is one tool execution, the row accounting writes to tool_events.
@@ -2345,7 +2354,7 @@ const file_herald_v1_herald_proto_rawDesc = "" +
 	"isFallback\x12*\n" +
 	"\x11parent_session_id\x18\x12 \x01(\tR\x0fparentSessionId\x12#\n" +
 	"\rerror_message\x18\x13 \x01(\tR\ferrorMessage\x123\n" +
-	"\acarried\x18\xac\x02 \x03(\v2\x18.herald.v1.CarriedResultR\acarried\"\x93\x02\n" +
+	"\acarried\x18\xac\x02 \x03(\v2\x18.herald.v1.CarriedResultR\acarried\"\xaf\x02\n" +
 	"\rCarriedResult\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x12\n" +
 	"\x04tool\x18\x02 \x01(\tR\x04tool\x12\x16\n" +
@@ -2354,7 +2363,8 @@ const file_herald_v1_herald_proto_rawDesc = "" +
 	"\finput_tokens\x18\x05 \x01(\x03R\vinputTokens\x12*\n" +
 	"\x11cache_read_tokens\x18\x06 \x01(\x03R\x0fcacheReadTokens\x12,\n" +
 	"\x12cache_write_tokens\x18\a \x01(\x03R\x10cacheWriteTokens\x12\"\n" +
-	"\rcost_nano_usd\x18\b \x01(\x04R\vcostNanoUsd\"\xb5\x02\n" +
+	"\rcost_nano_usd\x18\b \x01(\x04R\vcostNanoUsd\x12\x1a\n" +
+	"\bunpriced\x18\t \x01(\bR\bunpriced\"\xb5\x02\n" +
 	"\tToolEvent\x12\x19\n" +
 	"\bevent_id\x18\x01 \x01(\tR\aeventId\x12\x1c\n" +
 	"\n" +

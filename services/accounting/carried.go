@@ -95,7 +95,7 @@ func carriesResults(ev row) (bool, string, time.Time) {
 var carriedKind = derivedKind{
 	table: "tool_context_costs",
 	columns: []string{"event_id", "ts", "tenant", "session_id", "parent_session_id", "call_id", "tool", "model",
-		"tokens", "estimated", "input_tokens", "cache_read_tokens", "cache_write_tokens", "cost_nano_usd"},
+		"tokens", "estimated", "input_tokens", "cache_read_tokens", "cache_write_tokens", "cost_nano_usd", "unpriced"},
 	toColumns: carriedColumns,
 	deriving:  carriesResults,
 }
@@ -114,7 +114,7 @@ func carriedColumns(events []row) (int, []any) {
 		ts                                         = make([]time.Time, 0, n)
 		tokens, input, cacheRead, cacheWrite, cost = make([]uint64, 0, n), make([]uint64, 0, n), make([]uint64, 0, n),
 			make([]uint64, 0, n), make([]uint64, 0, n)
-		estimated = make([]uint8, 0, n)
+		estimated, unpriced = make([]uint8, 0, n), make([]uint8, 0, n)
 	)
 	for _, r := range events {
 		e := r.ev.(*heraldpb.UsageEvent)
@@ -125,7 +125,8 @@ func carriedColumns(events []row) (int, []any) {
 			tokens, estimated = append(tokens, count(c.GetTokens())), append(estimated, boolByte(c.GetEstimated()))
 			input, cacheRead = append(input, count(c.GetInputTokens())), append(cacheRead, count(c.GetCacheReadTokens()))
 			cacheWrite, cost = append(cacheWrite, count(c.GetCacheWriteTokens())), append(cost, c.GetCostNanoUsd())
+			unpriced = append(unpriced, boolByte(c.GetUnpriced()))
 		}
 	}
-	return n, []any{ids, ts, tenant, session, parent, call, tool, model, tokens, estimated, input, cacheRead, cacheWrite, cost}
+	return n, []any{ids, ts, tenant, session, parent, call, tool, model, tokens, estimated, input, cacheRead, cacheWrite, cost, unpriced}
 }

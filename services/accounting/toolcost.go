@@ -43,6 +43,9 @@ type ToolCostRow struct {
 	ContextCostUSD          float64 `json:"context_cost_usd"`
 	// Estimated: some of the tokens are characters/4, not a tokenizer's count.
 	Estimated bool `json:"tokens_estimated"`
+	// UnpricedCarried counts the carried pairs whose model had no price:
+	// their cost is unknown, so ContextCostUSD is a lower bound when any.
+	UnpricedCarried uint64 `json:"unpriced_carried"`
 }
 
 // ToolCostReport answers a ToolCostQuery: one row per tool, the highest
@@ -68,6 +71,7 @@ type ResultCost struct {
 	Carried     uint64  `json:"carried"` // model calls that carried it
 	Tokens      uint64  `json:"tokens"`  // its size in the last call that carried it
 	Estimated   bool    `json:"tokens_estimated"`
+	Unpriced    bool    `json:"unpriced,omitempty"` // some calls that carried it had no price
 	CostNanoUSD uint64  `json:"context_cost_nano_usd"`
 	CostUSD     float64 `json:"context_cost_usd"`
 }
@@ -167,7 +171,7 @@ func (s *store) toolRuns(ctx context.Context, where string, args []any, row func
 // toolContext adds what carrying each tool's results cost.
 func (s *store) toolContext(ctx context.Context, where string, args []any, row func(string) *ToolCostRow) error {
 	res, err := s.conn.Query(ctx, "SELECT tool, count(), sum(tokens), sum(input_tokens), sum(cache_read_tokens), "+
-		"sum(cache_write_tokens), sum(cost_nano_usd), max(estimated) FROM tool_context_costs"+where+" GROUP BY tool", args...)
+		"sum(cache_write_tokens), sum(cost_nano_usd), max(estimated), sum(unpriced) FROM tool_context_costs"+where+" GROUP BY tool", args...)
 	if err != nil {
 		return s.queryError(err)
 	}
@@ -177,13 +181,13 @@ func (s *store) toolContext(ctx context.Context, where string, args []any, row f
 		var c ToolCostRow
 		var estimated uint8
 		if err := res.Scan(&tool, &c.Carried, &c.ContextTokens, &c.ContextInputTokens, &c.ContextCacheReadTokens,
-			&c.ContextCacheWriteTokens, &c.ContextCostNanoUSD, &estimated); err != nil {
+			&c.ContextCacheWriteTokens, &c.ContextCostNanoUSD, &estimated, &c.UnpricedCarried); err != nil {
 			return err
 		}
 		r := row(tool)
 		r.Carried, r.ContextTokens, r.ContextInputTokens = c.Carried, c.ContextTokens, c.ContextInputTokens
 		r.ContextCacheReadTokens, r.ContextCacheWriteTokens = c.ContextCacheReadTokens, c.ContextCacheWriteTokens
-		r.ContextCostNanoUSD, r.Estimated = c.ContextCostNanoUSD, estimated == 1
+		r.ContextCostNanoUSD, r.Estimated, r.UnpricedCarried = c.ContextCostNanoUSD, estimated == 1, c.UnpricedCarried
 	}
 	return s.queryError(res.Err())
 }
@@ -200,6 +204,7 @@ func (r *ToolCostRow) add(o ToolCostRow) {
 	r.ContextCacheWriteTokens += o.ContextCacheWriteTokens
 	r.ContextCostNanoUSD += o.ContextCostNanoUSD
 	r.Estimated = r.Estimated || o.Estimated
+	r.UnpricedCarried += o.UnpricedCarried
 }
 
 // WriteTable prints the report as an aligned table with a total line;
@@ -209,7 +214,7 @@ func (r ToolCostReport) WriteTable(w io.Writer) error {
 	fmt.Fprintf(tw, "TOOL\truns\terrors\trun time\tresult bytes\tcarried\tcontext tokens\tcache read\tcontext cost USD\t\n")
 	line := func(c ToolCostRow) {
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%d\t%d\t%s\t%s\t%s\t\n", c.Tool, c.Runs, c.Errors, runTime(c.DurationMs), c.OutputBytes,
-			c.Carried, approx(c.ContextTokens, c.Estimated), approx(c.ContextCacheReadTokens, c.Estimated), formatUSD(c.ContextCostNanoUSD))
+			c.Carried, approx(c.ContextTokens, c.Estimated), approx(c.ContextCacheReadTokens, c.Estimated), costCell(c.ContextCostNanoUSD, c.UnpricedCarried))
 	}
 	for _, row := range r.Rows {
 		line(row)
@@ -221,6 +226,9 @@ func (r ToolCostReport) WriteTable(w io.Writer) error {
 	}
 	if r.Total.Estimated {
 		fmt.Fprintln(w, "~ tokens estimated as characters/4 (Herald has no tokenizer for the model); context cost is what carrying each tool's results cost in the model calls that followed (docs/COSTS.md)")
+	}
+	if r.Total.UnpricedCarried > 0 {
+		fmt.Fprintln(w, "some results were carried in calls whose model had no price: a cost marked ≥ is a lower bound and n/a is unknown; add the model under pricing: in herald.yaml")
 	}
 	if len(r.Subagents) > 0 {
 		_, err := fmt.Fprintf(w, "session %s includes its %d subagent session(s): %s\n", r.Session, len(r.Subagents), strings.Join(r.Subagents, ", "))
@@ -251,7 +259,7 @@ const maxTopResults = 10
 func (s *store) topResults(ctx context.Context, sp sessionSpan, sessions []string, tools []ToolEntry) ([]ResultCost, error) {
 	in, ids := sessionIn(sessions)
 	args := append(append([]any{sp.tenant, sp.from, sp.to}, ids...), maxTopResults)
-	res, err := s.conn.Query(ctx, "SELECT session_id, call_id, any(tool), count(), argMax(tokens, ts), max(estimated), sum(cost_nano_usd) "+
+	res, err := s.conn.Query(ctx, "SELECT session_id, call_id, any(tool), count(), argMax(tokens, ts), max(estimated), sum(cost_nano_usd), max(unpriced) "+
 		"FROM tool_context_costs WHERE tenant = ? AND ts >= toDateTime(?) AND ts < toDateTime(?) AND "+in+
 		" GROUP BY session_id, call_id ORDER BY sum(cost_nano_usd) DESC, sum(tokens) DESC, call_id LIMIT ?", args...)
 	if err != nil {
@@ -265,10 +273,11 @@ func (s *store) topResults(ctx context.Context, sp sessionSpan, sessions []strin
 	out := []ResultCost{}
 	for res.Next() {
 		var c ResultCost
-		var estimated uint8
-		if err := res.Scan(&c.SessionID, &c.CallID, &c.Tool, &c.Carried, &c.Tokens, &estimated, &c.CostNanoUSD); err != nil {
+		var estimated, unpriced uint8
+		if err := res.Scan(&c.SessionID, &c.CallID, &c.Tool, &c.Carried, &c.Tokens, &estimated, &c.CostNanoUSD, &unpriced); err != nil {
 			return nil, err
 		}
+		c.Unpriced = unpriced == 1
 		run := runs[c.SessionID+":"+c.CallID]
 		c.Estimated, c.CostUSD, c.DurationMs, c.OutputBytes = estimated == 1, nanoToUSD(c.CostNanoUSD), run.DurationMs, run.OutputSize
 		out = append(out, c)

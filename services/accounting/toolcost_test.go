@@ -208,3 +208,37 @@ func TestCostByToolOfASessionIncludesItsSubagents(t *testing.T) {
 	require.Equal(t, "ch1", d.TopResults[0].SessionID)
 	require.Equal(t, "k1", d.TopResults[0].CallID)
 }
+
+// A result carried in calls of a model without a price has an unknown
+// context cost, shown as such, never as $0.
+func TestUnpricedContextCostIsUnknownNotZero(t *testing.T) {
+	b := heraldtest.StartBus(t)
+	dsn := testDSN(t)
+	svc := startService(t, b, testConfig(dsn))
+	e := usageEvent("u-1", "acme", "u1", "model-without-price", time.Now(), 5000, 10, 0)
+	c := carriedRow("c1", "terminal", 4000, 0, 0)
+	c.Unpriced = true
+	e.Carried = []*heraldpb.CarriedResult{c}
+	publishUsage(t, b.JS, "", e)
+	waitDrained(t, b.JS, bus.StreamUsage)
+
+	rep, err := QueryToolCost(context.Background(), dsn, ToolCostQuery{})
+	require.NoError(t, err)
+	require.Equal(t, uint64(1), rep.Rows[0].UnpricedCarried)
+	var out bytes.Buffer
+	require.NoError(t, rep.WriteTable(&out))
+	require.Regexp(t, `(?m)^ +terminal .* n/a$`, out.String())
+	require.Contains(t, out.String(), "lower bound")
+
+	srv := httptest.NewServer(svc.Handler())
+	t.Cleanup(srv.Close)
+	var d SessionDetail
+	require.Equal(t, 200, getJSON(t, srv.URL+"/api/sessions/u1", &d))
+	require.True(t, d.TopResults[0].Unpriced)
+	resp, err := http.Get(srv.URL + "/sessions/u1")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	page, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.Regexp(t, `data-cost-nano-usd="0">n/a</td>`, string(page))
+}

@@ -80,6 +80,8 @@ func carriedResults(msgs []*heraldpb.ChatMessage, tools []*heraldpb.ToolSpec, u 
 		}
 		if priced {
 			c.CostNanoUsd = price.ShareNano(prompt, share)
+		} else {
+			c.Unpriced = true
 		}
 		out = append(out, c)
 	}

@@ -76,6 +76,7 @@ func TestUnpricedOrUnreportedPromptsCarryNoCost(t *testing.T) {
 	got := carriedResults(carriedHistory(), nil, u, pricing.Price{}, false)
 	require.Len(t, got, 2, "the tokens are still counted")
 	require.Zero(t, got[0].CostNanoUsd)
+	require.True(t, got[0].Unpriced, "unknown, not free")
 	require.Nil(t, carriedResults(carriedHistory(), nil, &heraldpb.Usage{OutputTokens: 9}, testPrice, true), "no prompt tokens reported")
 }
 

@@ -4,7 +4,8 @@
 -- (tool_events.call_id of the same session). tokens is the result's size in
 -- that prompt (estimated = 1: characters/4, not the model's tokenizer);
 -- input/cache_read/cache_write_tokens split it as the provider's cache did,
--- and cost_nano_usd is that part of the call's cost (docs/COSTS.md).
+-- and cost_nano_usd is that part of the call's cost (docs/COSTS.md); unpriced
+-- = 1: the model had no price, so that cost is unknown, not 0.
 --
 -- The sink stores these rows before their usage event, so an event found
 -- stored has its rows; an event whose rows are stored but not itself (the
@@ -24,7 +25,8 @@ CREATE TABLE IF NOT EXISTS tool_context_costs (
     input_tokens       UInt64,
     cache_read_tokens  UInt64,
     cache_write_tokens UInt64,
-    cost_nano_usd      UInt64
+    cost_nano_usd      UInt64,
+    unpriced           UInt8
 ) ENGINE = ReplacingMergeTree()
 PARTITION BY toYYYYMM(ts)
 ORDER BY (tenant, ts, event_id, call_id)
