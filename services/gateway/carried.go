@@ -56,18 +56,8 @@ func carriedResults(msgs []*heraldpb.ChatMessage, tools []*heraldpb.ToolSpec, u 
 	var names map[string]string // built when a result does not name its tool
 	out := make([]*heraldpb.CarriedResult, 0, len(spans))
 	for _, sp := range spans {
-		a, b := float64(sp.start)*scale, float64(sp.end)*scale
-		readFrac, writeFrac := overlap(a, b, 0, read), overlap(a, b, read, read+write)
-		if sp.fresh {
-			readFrac = 0
-		}
 		tokens := models.EstimateTokens(len(sp.msg.GetContent()))
-		share := &heraldpb.Usage{
-			CacheReadTokens:  int64(math.Round(float64(tokens) * readFrac)),
-			CacheWriteTokens: int64(math.Round(float64(tokens) * writeFrac)),
-		}
-		share.CacheWriteTokens = min(share.CacheWriteTokens, tokens-share.CacheReadTokens)
-		share.InputTokens = tokens - share.CacheReadTokens - share.CacheWriteTokens
+		share := cacheSplit(tokens, float64(sp.start)*scale, float64(sp.end)*scale, read, write, sp.fresh)
 		c := &heraldpb.CarriedResult{
 			CallId: sp.msg.GetToolCallId(), Tool: sp.msg.GetName(), Tokens: tokens, Estimated: true,
 			InputTokens: share.InputTokens, CacheReadTokens: share.CacheReadTokens, CacheWriteTokens: share.CacheWriteTokens,
@@ -86,6 +76,24 @@ func carriedResults(msgs []*heraldpb.ChatMessage, tools []*heraldpb.ToolSpec, u 
 		out = append(out, c)
 	}
 	return out
+}
+
+// cacheSplit splits a result of tokens lying at [a, b) of a prompt (in the
+// provider's tokens) by the cache ranges the provider reported: [0, read)
+// read, [read, read+write) written, the rest uncached input. A fresh result
+// has no cache reads.
+func cacheSplit(tokens int64, a, b, read, write float64, fresh bool) *heraldpb.Usage {
+	readFrac, writeFrac := overlap(a, b, 0, read), overlap(a, b, read, read+write)
+	if fresh {
+		readFrac = 0
+	}
+	share := &heraldpb.Usage{
+		CacheReadTokens:  int64(math.Round(float64(tokens) * readFrac)),
+		CacheWriteTokens: int64(math.Round(float64(tokens) * writeFrac)),
+	}
+	share.CacheWriteTokens = min(share.CacheWriteTokens, tokens-share.CacheReadTokens)
+	share.InputTokens = tokens - share.CacheReadTokens - share.CacheWriteTokens
+	return share
 }
 
 // resultSpans finds the tool results in the prompt and the prompt's length,
