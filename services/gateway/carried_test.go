@@ -157,3 +157,13 @@ func BenchmarkCarriedResults(b *testing.B) {
 		}
 	}
 }
+
+// Pruning replaces an old result by a one-line stand-in under the same
+// call id: from then on the call is charged for the stand-in only.
+func TestAPrunedResultIsChargedAtItsStandInsSize(t *testing.T) {
+	msgs := carriedHistory()
+	msgs[3] = &heraldpb.ChatMessage{Role: "tool", ToolCallId: "c1", Content: "[pruned terminal output: `cat big` exited 0, 1 lines of output]"}
+	got := carriedResults(msgs, nil, &heraldpb.Usage{InputTokens: 400}, testPrice, true)
+	require.Equal(t, "c1", got[0].CallId)
+	require.Equal(t, int64(len(msgs[3].Content)/4+1), got[0].Tokens, "the stand-in's 16 tokens, not the 1001 of the result")
+}
