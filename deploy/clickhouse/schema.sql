@@ -216,3 +216,26 @@ AS SELECT
     toUInt64(toInt64(cost_after_nano_usd) - toInt64(cost_before_nano_usd)) AS cost_nano_usd,
     toUInt64(0) AS latency_ms
 FROM usage_corrections;
+
+
+-- 008_tool_context
+CREATE TABLE IF NOT EXISTS tool_context_costs (
+    event_id           String,
+    ts                 DateTime,
+    tenant             String,
+    session_id         String,
+    parent_session_id  String,
+    call_id            String,
+    tool               String,
+    model              String,
+    tokens             UInt64,
+    estimated          UInt8,
+    input_tokens       UInt64,
+    cache_read_tokens  UInt64,
+    cache_write_tokens UInt64,
+    cost_nano_usd      UInt64,
+    unpriced           UInt8
+) ENGINE = ReplacingMergeTree()
+PARTITION BY toYYYYMM(ts)
+ORDER BY (tenant, ts, event_id, call_id)
+SETTINGS index_granularity = 1024;

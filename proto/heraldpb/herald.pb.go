@@ -1543,7 +1543,11 @@ type UsageEvent struct {
 	// error_message is what the provider said of a failed attempt (status
 	// error): its own message with the HTTP status, redacted by the gateway
 	// (the key and anything shaped like one removed) and cut to 500 bytes.
-	ErrorMessage  string `protobuf:"bytes,19,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
+	ErrorMessage string `protobuf:"bytes,19,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
+	// carried are the tool results this attempt's prompt carried and what
+	// carrying each cost (the context cost of a tool call, docs/COSTS.md);
+	// set only on an attempt that reported prompt tokens.
+	Carried       []*CarriedResult `protobuf:"bytes,300,rep,name=carried,proto3" json:"carried,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1711,6 +1715,125 @@ func (x *UsageEvent) GetErrorMessage() string {
 	return ""
 }
 
+func (x *UsageEvent) GetCarried() []*CarriedResult {
+	if x != nil {
+		return x.Carried
+	}
+	return nil
+}
+
+// CarriedResult is one tool result in one model call's prompt: its tokens,
+// how the provider's cache split them and its share of the call's cost.
+type CarriedResult struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	CallId string                 `protobuf:"bytes,1,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"` // the tool call whose result this is
+	Tool   string                 `protobuf:"bytes,2,opt,name=tool,proto3" json:"tool,omitempty"`
+	Tokens int64                  `protobuf:"varint,3,opt,name=tokens,proto3" json:"tokens,omitempty"` // the result's tokens in this prompt
+	// estimated: tokens are characters/4, not the model's own tokenizer.
+	Estimated        bool   `protobuf:"varint,4,opt,name=estimated,proto3" json:"estimated,omitempty"`
+	InputTokens      int64  `protobuf:"varint,5,opt,name=input_tokens,json=inputTokens,proto3" json:"input_tokens,omitempty"`                  // of tokens, billed as uncached input
+	CacheReadTokens  int64  `protobuf:"varint,6,opt,name=cache_read_tokens,json=cacheReadTokens,proto3" json:"cache_read_tokens,omitempty"`    // of tokens, billed as cache reads
+	CacheWriteTokens int64  `protobuf:"varint,7,opt,name=cache_write_tokens,json=cacheWriteTokens,proto3" json:"cache_write_tokens,omitempty"` // of tokens, billed as cache writes
+	CostNanoUsd      uint64 `protobuf:"varint,8,opt,name=cost_nano_usd,json=costNanoUsd,proto3" json:"cost_nano_usd,omitempty"`
+	// unpriced: the model had no price, so the cost is unknown, not 0.
+	Unpriced      bool `protobuf:"varint,9,opt,name=unpriced,proto3" json:"unpriced,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CarriedResult) Reset() {
+	*x = CarriedResult{}
+	mi := &file_herald_v1_herald_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CarriedResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CarriedResult) ProtoMessage() {}
+
+func (x *CarriedResult) ProtoReflect() protoreflect.Message {
+	mi := &file_herald_v1_herald_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CarriedResult.ProtoReflect.Descriptor instead.
+func (*CarriedResult) Descriptor() ([]byte, []int) {
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *CarriedResult) GetCallId() string {
+	if x != nil {
+		return x.CallId
+	}
+	return ""
+}
+
+func (x *CarriedResult) GetTool() string {
+	if x != nil {
+		return x.Tool
+	}
+	return ""
+}
+
+func (x *CarriedResult) GetTokens() int64 {
+	if x != nil {
+		return x.Tokens
+	}
+	return 0
+}
+
+func (x *CarriedResult) GetEstimated() bool {
+	if x != nil {
+		return x.Estimated
+	}
+	return false
+}
+
+func (x *CarriedResult) GetInputTokens() int64 {
+	if x != nil {
+		return x.InputTokens
+	}
+	return 0
+}
+
+func (x *CarriedResult) GetCacheReadTokens() int64 {
+	if x != nil {
+		return x.CacheReadTokens
+	}
+	return 0
+}
+
+func (x *CarriedResult) GetCacheWriteTokens() int64 {
+	if x != nil {
+		return x.CacheWriteTokens
+	}
+	return 0
+}
+
+func (x *CarriedResult) GetCostNanoUsd() uint64 {
+	if x != nil {
+		return x.CostNanoUsd
+	}
+	return 0
+}
+
+func (x *CarriedResult) GetUnpriced() bool {
+	if x != nil {
+		return x.Unpriced
+	}
+	return false
+}
+
 // ToolEvent is one tool execution, the row accounting writes to tool_events.
 type ToolEvent struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1731,7 +1854,7 @@ type ToolEvent struct {
 
 func (x *ToolEvent) Reset() {
 	*x = ToolEvent{}
-	mi := &file_herald_v1_herald_proto_msgTypes[14]
+	mi := &file_herald_v1_herald_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1743,7 +1866,7 @@ func (x *ToolEvent) String() string {
 func (*ToolEvent) ProtoMessage() {}
 
 func (x *ToolEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[14]
+	mi := &file_herald_v1_herald_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1756,7 +1879,7 @@ func (x *ToolEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolEvent.ProtoReflect.Descriptor instead.
 func (*ToolEvent) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{14}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ToolEvent) GetEventId() string {
@@ -1862,7 +1985,7 @@ type TranscriptEntry struct {
 
 func (x *TranscriptEntry) Reset() {
 	*x = TranscriptEntry{}
-	mi := &file_herald_v1_herald_proto_msgTypes[15]
+	mi := &file_herald_v1_herald_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1874,7 +1997,7 @@ func (x *TranscriptEntry) String() string {
 func (*TranscriptEntry) ProtoMessage() {}
 
 func (x *TranscriptEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[15]
+	mi := &file_herald_v1_herald_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1887,7 +2010,7 @@ func (x *TranscriptEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TranscriptEntry.ProtoReflect.Descriptor instead.
 func (*TranscriptEntry) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{15}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *TranscriptEntry) GetSessionId() string {
@@ -1971,7 +2094,7 @@ type TranscriptRef struct {
 
 func (x *TranscriptRef) Reset() {
 	*x = TranscriptRef{}
-	mi := &file_herald_v1_herald_proto_msgTypes[16]
+	mi := &file_herald_v1_herald_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1983,7 +2106,7 @@ func (x *TranscriptRef) String() string {
 func (*TranscriptRef) ProtoMessage() {}
 
 func (x *TranscriptRef) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[16]
+	mi := &file_herald_v1_herald_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1996,7 +2119,7 @@ func (x *TranscriptRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TranscriptRef.ProtoReflect.Descriptor instead.
 func (*TranscriptRef) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{16}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *TranscriptRef) GetLogId() string {
@@ -2046,7 +2169,7 @@ type ToolSet struct {
 
 func (x *ToolSet) Reset() {
 	*x = ToolSet{}
-	mi := &file_herald_v1_herald_proto_msgTypes[17]
+	mi := &file_herald_v1_herald_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2058,7 +2181,7 @@ func (x *ToolSet) String() string {
 func (*ToolSet) ProtoMessage() {}
 
 func (x *ToolSet) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_v1_herald_proto_msgTypes[17]
+	mi := &file_herald_v1_herald_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2071,7 +2194,7 @@ func (x *ToolSet) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolSet.ProtoReflect.Descriptor instead.
 func (*ToolSet) Descriptor() ([]byte, []int) {
-	return file_herald_v1_herald_proto_rawDescGZIP(), []int{17}
+	return file_herald_v1_herald_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ToolSet) GetTools() []*ToolSpec {
@@ -2248,7 +2371,7 @@ const file_herald_v1_herald_proto_rawDesc = "" +
 	"\rsummary_usage\x18x \x01(\v2\x10.herald.v1.UsageR\fsummaryUsage\x12(\n" +
 	"\x10summary_cost_usd\x18y \x01(\x01R\x0esummaryCostUsd\x12*\n" +
 	"\x11summary_api_calls\x18z \x01(\x05R\x0fsummaryApiCalls\x12<\n" +
-	"\x0fsummary_pricing\x18\x8e\x02 \x01(\v2\x12.herald.v1.PricingR\x0esummaryPricing\"\xcf\x04\n" +
+	"\x0fsummary_pricing\x18\x8e\x02 \x01(\v2\x12.herald.v1.PricingR\x0esummaryPricing\"\x84\x05\n" +
 	"\n" +
 	"UsageEvent\x12\x19\n" +
 	"\bevent_id\x18\x01 \x01(\tR\aeventId\x12\x1c\n" +
@@ -2275,7 +2398,18 @@ const file_herald_v1_herald_proto_rawDesc = "" +
 	"\vis_fallback\x18\x11 \x01(\bR\n" +
 	"isFallback\x12*\n" +
 	"\x11parent_session_id\x18\x12 \x01(\tR\x0fparentSessionId\x12#\n" +
-	"\rerror_message\x18\x13 \x01(\tR\ferrorMessage\"\xb5\x02\n" +
+	"\rerror_message\x18\x13 \x01(\tR\ferrorMessage\x123\n" +
+	"\acarried\x18\xac\x02 \x03(\v2\x18.herald.v1.CarriedResultR\acarried\"\xaf\x02\n" +
+	"\rCarriedResult\x12\x17\n" +
+	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x12\n" +
+	"\x04tool\x18\x02 \x01(\tR\x04tool\x12\x16\n" +
+	"\x06tokens\x18\x03 \x01(\x03R\x06tokens\x12\x1c\n" +
+	"\testimated\x18\x04 \x01(\bR\testimated\x12!\n" +
+	"\finput_tokens\x18\x05 \x01(\x03R\vinputTokens\x12*\n" +
+	"\x11cache_read_tokens\x18\x06 \x01(\x03R\x0fcacheReadTokens\x12,\n" +
+	"\x12cache_write_tokens\x18\a \x01(\x03R\x10cacheWriteTokens\x12\"\n" +
+	"\rcost_nano_usd\x18\b \x01(\x04R\vcostNanoUsd\x12\x1a\n" +
+	"\bunpriced\x18\t \x01(\bR\bunpriced\"\xb5\x02\n" +
 	"\tToolEvent\x12\x19\n" +
 	"\bevent_id\x18\x01 \x01(\tR\aeventId\x12\x1c\n" +
 	"\n" +
@@ -2327,7 +2461,7 @@ func file_herald_v1_herald_proto_rawDescGZIP() []byte {
 	return file_herald_v1_herald_proto_rawDescData
 }
 
-var file_herald_v1_herald_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
+var file_herald_v1_herald_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_herald_v1_herald_proto_goTypes = []any{
 	(*ToolCall)(nil),        // 0: herald.v1.ToolCall
 	(*ChatMessage)(nil),     // 1: herald.v1.ChatMessage
@@ -2343,17 +2477,18 @@ var file_herald_v1_herald_proto_goTypes = []any{
 	(*CompressRequest)(nil), // 11: herald.v1.CompressRequest
 	(*CompressResult)(nil),  // 12: herald.v1.CompressResult
 	(*UsageEvent)(nil),      // 13: herald.v1.UsageEvent
-	(*ToolEvent)(nil),       // 14: herald.v1.ToolEvent
-	(*TranscriptEntry)(nil), // 15: herald.v1.TranscriptEntry
-	(*TranscriptRef)(nil),   // 16: herald.v1.TranscriptRef
-	(*ToolSet)(nil),         // 17: herald.v1.ToolSet
+	(*CarriedResult)(nil),   // 14: herald.v1.CarriedResult
+	(*ToolEvent)(nil),       // 15: herald.v1.ToolEvent
+	(*TranscriptEntry)(nil), // 16: herald.v1.TranscriptEntry
+	(*TranscriptRef)(nil),   // 17: herald.v1.TranscriptRef
+	(*ToolSet)(nil),         // 18: herald.v1.ToolSet
 }
 var file_herald_v1_herald_proto_depIdxs = []int32{
 	0,  // 0: herald.v1.ChatMessage.tool_calls:type_name -> herald.v1.ToolCall
 	2,  // 1: herald.v1.ChatMessage.reasoning_items:type_name -> herald.v1.ReasoningItem
 	1,  // 2: herald.v1.LLMRequest.messages:type_name -> herald.v1.ChatMessage
 	4,  // 3: herald.v1.LLMRequest.tools:type_name -> herald.v1.ToolSpec
-	16, // 4: herald.v1.LLMRequest.history:type_name -> herald.v1.TranscriptRef
+	17, // 4: herald.v1.LLMRequest.history:type_name -> herald.v1.TranscriptRef
 	3,  // 5: herald.v1.LLMRequest.reasoning:type_name -> herald.v1.Reasoning
 	1,  // 6: herald.v1.LLMResponse.message:type_name -> herald.v1.ChatMessage
 	5,  // 7: herald.v1.LLMResponse.usage:type_name -> herald.v1.Usage
@@ -2366,14 +2501,15 @@ var file_herald_v1_herald_proto_depIdxs = []int32{
 	5,  // 14: herald.v1.CompressResult.summary_usage:type_name -> herald.v1.Usage
 	8,  // 15: herald.v1.CompressResult.summary_pricing:type_name -> herald.v1.Pricing
 	5,  // 16: herald.v1.UsageEvent.usage:type_name -> herald.v1.Usage
-	1,  // 17: herald.v1.TranscriptEntry.message:type_name -> herald.v1.ChatMessage
-	1,  // 18: herald.v1.TranscriptRef.entries:type_name -> herald.v1.ChatMessage
-	4,  // 19: herald.v1.ToolSet.tools:type_name -> herald.v1.ToolSpec
-	20, // [20:20] is the sub-list for method output_type
-	20, // [20:20] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	14, // 17: herald.v1.UsageEvent.carried:type_name -> herald.v1.CarriedResult
+	1,  // 18: herald.v1.TranscriptEntry.message:type_name -> herald.v1.ChatMessage
+	1,  // 19: herald.v1.TranscriptRef.entries:type_name -> herald.v1.ChatMessage
+	4,  // 20: herald.v1.ToolSet.tools:type_name -> herald.v1.ToolSpec
+	21, // [21:21] is the sub-list for method output_type
+	21, // [21:21] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_herald_v1_herald_proto_init() }
@@ -2387,7 +2523,7 @@ func file_herald_v1_herald_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_herald_v1_herald_proto_rawDesc), len(file_herald_v1_herald_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   18,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

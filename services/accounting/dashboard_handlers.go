@@ -101,6 +101,8 @@ func parsePages() *template.Template {
 		"ms":      func(f float64) string { return fmt.Sprintf("%.0f ms", f) },
 		"time":    func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05") },
 		"pathseg": url.PathEscape,
+		"approx":  approx,
+		"runtime": runTime,
 		"dict":    dict,
 		"mean": func(sum, n uint64) string {
 			if n == 0 {

@@ -73,12 +73,16 @@ func TestGrafanaPanelsQueryTheSchema(t *testing.T) {
 		} `json:"templating"`
 	}
 	require.NoError(t, json.Unmarshal(data, &dash))
-	require.Len(t, dash.Panels, 9)
+	require.Len(t, dash.Panels, 10)
 
 	b, dsn := generatedUsage(t, 200, time.Now())
 	ev := &heraldpb.ToolEvent{EventId: "g1", TsUnixMs: time.Now().UnixMilli(), Tenant: "acme", SessionId: "s1", Tool: "terminal", DurationMs: 5}
 	require.NoError(t, bus.PublishProto(context.Background(), b.JS, bus.ToolEventSubject("acme"), "g1", ev))
 	waitDrained(t, b.JS, bus.StreamToolEvents)
+	carrier := usageEvent("g-carried", "acme", "s1", "gpt-4o", time.Now(), 12000, 10, 9000)
+	carrier.Carried = []*heraldpb.CarriedResult{{CallId: "g1", Tool: "terminal", Tokens: 10001, Estimated: true, CacheReadTokens: 10001, CostNanoUsd: 5_000_500}}
+	publishUsage(t, b.JS, "", carrier)
+	waitDrained(t, b.JS, bus.StreamUsage)
 	st, err := openExisting(context.Background(), dsn)
 	require.NoError(t, err)
 	defer st.Close()
@@ -123,5 +127,5 @@ func TestDeployServerConfigStartsClickHouse(t *testing.T) {
 	defer l.Stop()
 	applied, err := Migrate(ctx, l.DSN())
 	require.NoError(t, err)
-	require.Equal(t, []int{1, 2, 3, 4, 5, 6, 7}, applied)
+	require.Equal(t, []int{1, 2, 3, 4, 5, 6, 7, 8}, applied)
 }

@@ -20,11 +20,11 @@ func TestMigrateAppliesEachVersionOnce(t *testing.T) {
 	ctx := context.Background()
 	applied, err := Migrate(ctx, dsn)
 	require.NoError(t, err)
-	require.Equal(t, []int{1, 2, 3, 4, 5, 6, 7}, applied)
+	require.Equal(t, []int{1, 2, 3, 4, 5, 6, 7, 8}, applied)
 	applied, err = Migrate(ctx, dsn)
 	require.NoError(t, err)
 	require.Empty(t, applied, "a second run has nothing to do")
-	for _, table := range []string{"usage_events", "tool_events", "usage_event_ids", "tool_event_ids", "usage_hourly", "usage_by_session", "session_roots", "usage_unpriced", "usage_corrections"} {
+	for _, table := range []string{"usage_events", "tool_events", "usage_event_ids", "tool_event_ids", "usage_hourly", "usage_by_session", "session_roots", "usage_unpriced", "usage_corrections", "tool_context_costs"} {
 		require.Equal(t, uint64(1), scalar(t, dsn, "SELECT count() FROM system.tables WHERE database = currentDatabase() AND name = ?", table), table)
 	}
 }

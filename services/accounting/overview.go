@@ -25,6 +25,8 @@ type Overview struct {
 	Models    []CostRow        `json:"by_model"`
 	Providers []ProviderHealth `json:"providers"`
 	Tools     []ToolLatency    `json:"tools"`
+	// ToolCosts are run time, result size and context cost per tool.
+	ToolCosts []ToolCostRow `json:"tool_costs"`
 }
 
 // SpendSeries is cost per model per time bucket (an hour or a day).
@@ -102,6 +104,11 @@ func (s *store) overview(ctx context.Context, q overviewQuery, now time.Time) (O
 		func() (err error) { c, err = s.usageCube(ctx, plan, q.Since); return err },
 		func() (err error) { ov.Sessions, err = s.groupUsage(ctx, plan, keyFor("session"), 10); return err },
 		func() (err error) { ov.Tools, err = s.toolLatency(ctx, plan); return err },
+		func() error {
+			rep, err := s.toolCost(ctx, ToolCostQuery{Since: q.Since, Tenant: q.Tenant}, now)
+			ov.ToolCosts = rep.Rows
+			return err
+		},
 	)
 	if err != nil {
 		return ov, err

@@ -29,6 +29,10 @@ type eventKind struct {
 	// toColumns lays rows out as one typed slice per column, in columns'
 	// order: appending whole columns avoids boxing every value.
 	toColumns func(rows []row) []any
+	// companion, when set, is a table of rows derived from each event,
+	// stored before the events themselves (so an event found stored has
+	// its derived rows too).
+	companion *derivedKind
 }
 
 var usageKind = eventKind{
@@ -43,6 +47,7 @@ var usageKind = eventKind{
 		"status", "error_class", "error_message", "attempt", "is_fallback"},
 	decode:    decodeUsage,
 	toColumns: usageColumns,
+	companion: &carriedKind,
 }
 
 var toolKind = eventKind{

@@ -20,6 +20,9 @@ type SessionDetail struct {
 	Total     CostRow     `json:"total"`
 	Steps     []Step      `json:"steps"`
 	Tools     []ToolEntry `json:"tools"`
+	// TopResults are the tool results that cost most in context (carried
+	// in the model calls that followed them), costliest first.
+	TopResults []ResultCost `json:"top_tool_results"`
 }
 
 // Step is one provider attempt of the session.
@@ -64,7 +67,7 @@ const maxSteps = 2000
 // sessionDetail finds the session's and its subagents' tenant and hours in
 // the per-session roll-up, then reads just that slice of the raw tables.
 func (s *store) sessionDetail(ctx context.Context, sessionID string) (SessionDetail, error) {
-	d := SessionDetail{SessionID: sessionID, Subagents: []string{}, Steps: []Step{}, Tools: []ToolEntry{}}
+	d := SessionDetail{SessionID: sessionID, Subagents: []string{}, Steps: []Step{}, Tools: []ToolEntry{}, TopResults: []ResultCost{}}
 	f, err := s.sessionFamily(ctx, sessionID)
 	if err != nil {
 		return d, err
@@ -84,6 +87,9 @@ func (s *store) sessionDetail(ctx context.Context, sessionID string) (SessionDet
 			return d, err
 		}
 		d.Steps, d.Tools = append(d.Steps, steps...), append(d.Tools, tools...)
+	}
+	if d.TopResults, err = s.familyTopResults(ctx, f, d.Tools); err != nil {
+		return d, err
 	}
 	for _, st := range d.Steps {
 		d.Total.add(CostRow{Calls: 1, Errors: boolCount(st.Status != "ok"), InputTokens: st.InputTokens,

@@ -28,20 +28,33 @@ func (s *store) insertNew(ctx context.Context, k eventKind, rows []row) (int, er
 	if len(fresh) == 0 {
 		return 0, nil
 	}
-	batch, err := s.conn.PrepareBatch(ctx, "INSERT INTO "+k.table+" ("+strings.Join(k.columns, ", ")+")")
+	if c := k.companion; c != nil {
+		if err := s.insertDerived(ctx, c, fresh); err != nil {
+			return 0, err
+		}
+	}
+	if err := s.insertColumns(ctx, k.table, k.columns, len(fresh), k.toColumns(fresh)); err != nil {
+		return 0, err
+	}
+	return len(fresh), nil
+}
+
+// insertColumns stores n rows laid out as one slice per column.
+func (s *store) insertColumns(ctx context.Context, table string, columns []string, n int, cols []any) error {
+	batch, err := s.conn.PrepareBatch(ctx, "INSERT INTO "+table+" ("+strings.Join(columns, ", ")+")")
 	if err != nil {
-		return 0, fmt.Errorf("prepare insert into %s: %w", k.table, err)
+		return fmt.Errorf("prepare insert into %s: %w", table, err)
 	}
 	defer batch.Abort()
-	for i, col := range k.toColumns(fresh) {
+	for i, col := range cols {
 		if err := batch.Column(i).Append(col); err != nil {
-			return 0, fmt.Errorf("append column %s of %s: %w", k.columns[i], k.table, err)
+			return fmt.Errorf("append column %s of %s: %w", columns[i], table, err)
 		}
 	}
 	if err := batch.Send(); err != nil {
-		return 0, fmt.Errorf("insert %d rows into %s: %w", len(fresh), k.table, err)
+		return fmt.Errorf("insert %d rows into %s: %w", n, table, err)
 	}
-	return len(fresh), nil
+	return nil
 }
 
 // storedIDs returns which of the rows' ids are already in ClickHouse.

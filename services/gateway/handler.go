@@ -43,7 +43,7 @@ func (s *Service) handle(ctx context.Context, msg jetstream.Msg) error {
 			if err != nil {
 				return err
 			}
-			return s.restoreUsage(ctx, prev)
+			return s.restoreUsage(ctx, req, prev)
 		}
 		if s.dropIfStale(ctx, req) {
 			return nil

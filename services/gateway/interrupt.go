@@ -13,7 +13,7 @@ import (
 // inflight knows the calls being served per session, so an interrupt can
 // cancel them at once.
 type inflight struct {
-	mu    sync.Mutex
+	mu sync.Mutex
 	// calls holds each session's calls in flight, with their task's id.
 	calls map[string]map[*context.CancelCauseFunc]string
 }

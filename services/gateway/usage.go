@@ -54,6 +54,9 @@ func (r *callRun) bill(ctx context.Context, ep endpoint, u *heraldpb.Usage, c pr
 		IsFallback:      ep.isFallback(),
 		ParentSessionId: r.req.GetParentSessionId(),
 	}
+	if reported(u) {
+		ev.Carried = r.carried(model, u)
+	}
 	if ae != nil {
 		ev.Status, ev.ErrorClass = StatusError, string(ae.class)
 		ev.ErrorMessage = usageErrorMessage(ae, ep.apiKey)
@@ -161,7 +164,7 @@ func (r *callRun) awaitUsage(ctx context.Context) bool {
 // the same way, so it comes back and is stored then.
 func (r *callRun) record(ctx context.Context, resp *heraldpb.LLMResponse) error {
 	for _, p := range r.billed {
-		resp.UsageEvents = append(resp.UsageEvents, p.ev)
+		resp.UsageEvents = append(resp.UsageEvents, withoutCarried(p.ev))
 	}
 	pctx, cancel := publishCtx(ctx)
 	defer cancel()
@@ -181,11 +184,12 @@ func (r *callRun) record(ctx context.Context, resp *heraldpb.LLMResponse) error 
 // redelivered request: the gateway that stored it may have died before they
 // were. Their ids keep each stored once (the accounting sink checks them
 // too, past the stream's dedupe window).
-func (s *Service) restoreUsage(ctx context.Context, prev *heraldpb.LLMResponse) error {
+func (s *Service) restoreUsage(ctx context.Context, req *heraldpb.LLMRequest, prev *heraldpb.LLMResponse) error {
 	pctx, cancel := publishCtx(ctx)
 	defer cancel()
 	b := bus.NewBatch(s.js)
 	for _, ev := range prev.GetUsageEvents() {
+		s.recarry(req, ev)
 		b.Proto(pctx, bus.UsageSubject(ev.GetTenant()), ev.GetEventId(), ev)
 	}
 	if err := b.Wait(pctx); err != nil {

@@ -28,7 +28,7 @@ func cmdCost(ctx context.Context, args []string, cio cliIO) int {
 	fs := newFlagSet("cost", cio.err)
 	var c common
 	c.register(fs)
-	by := fs.String("by", "model", "group by: "+strings.Join(accounting.CostGroupings, ", "))
+	by := fs.String("by", "model", "group by: "+strings.Join(accounting.CostGroupings, ", ")+", tool (run time, result size and context cost per tool)")
 	since := ageFlag(fs, "since", "only the last DURATION (e.g. 7d, 24h); default all time")
 	session := fs.String("session", "", "only this session")
 	tenant := fs.String("tenant", "", "only this tenant")
@@ -48,12 +48,30 @@ func cmdCost(ctx context.Context, args []string, cio cliIO) int {
 		return exitFail
 	}
 	defer stop()
+	if *by == "tool" {
+		if *month != "" {
+			fmt.Fprintln(cio.err, "herald cost: --by tool takes --since, not --month")
+			return exitUsage
+		}
+		return costByTool(ctx, cio, dsn, accounting.ToolCostQuery{Since: *since, Session: *session, Tenant: *tenant}, *jsonOut)
+	}
 	rep, err := accounting.QueryCost(ctx, dsn, accounting.CostQuery{By: *by, Since: *since, Session: *session, Tenant: *tenant, Month: *month})
 	if err != nil {
 		fmt.Fprintln(cio.err, "herald cost:", err)
 		return exitFail
 	}
 	return printReport(cio, "herald cost", rep, *jsonOut, rep.WriteTable)
+}
+
+// costByTool prints what each tool cost: runs, run time, result size and
+// what carrying its results in later model calls cost.
+func costByTool(ctx context.Context, cio cliIO, dsn string, q accounting.ToolCostQuery, jsonOut bool) int {
+	rep, err := accounting.QueryToolCost(ctx, dsn, q)
+	if err != nil {
+		fmt.Fprintln(cio.err, "herald cost:", err)
+		return exitFail
+	}
+	return printReport(cio, "herald cost", rep, jsonOut, rep.WriteTable)
 }
 
 // printReport prints a report as indented JSON, or as the text its write

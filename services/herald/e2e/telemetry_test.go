@@ -234,6 +234,7 @@ func TestOperationsDashboardQueriesMatchARealScrape(t *testing.T) {
 	require.True(t, scraped.has("herald_model_calls_total", "status", "error"), "the failed attempts are counted")
 	require.True(t, scraped.has("herald_model_fallbacks_total", "error_class", "overloaded"))
 	require.True(t, scraped.has("herald_tool_runs_total", "tool", "write_file"))
+	require.True(t, scraped.has("herald_tool_context_cost_usd_total", "tool", "write_file"), "the later calls paid to carry its result")
 	require.Equal(t, 1.0, sample(texts, `herald_tool_runs_total{status="ok",tool="write_file"}`))
 	require.Equal(t, 1.0, sample(texts, "herald_turns_started_total"))
 	require.Equal(t, 1.0, sample(texts, `herald_turns_finished_total{exit_reason="text_response"}`))
