@@ -32,7 +32,7 @@ func TestMigrateAppliesEachVersionOnce(t *testing.T) {
 func TestMigrationsSplitIntoStatements(t *testing.T) {
 	all, err := migrations()
 	require.NoError(t, err)
-	require.Len(t, all, 7)
+	require.Len(t, all, 8)
 	require.Len(t, all[0].statements, 2)
 	for _, m := range all {
 		for _, s := range m.statements {
