@@ -366,6 +366,7 @@ func (c Config) Validate() error {
 		check(proto.IsToken(tenant), "budgets.tenants: %q is not a tenant name (letters, digits, '-' and '_', 1 to 128 of them)", tenant)
 	}
 	errs = append(errs, c.validateTenants()...)
+	errs = append(errs, c.validateLimits()...)
 	if err := c.Reasoning.Validate(); err != nil {
 		errs = append(errs, err)
 	}

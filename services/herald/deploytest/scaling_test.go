@@ -1,11 +1,16 @@
 package deploytest
 
 import (
+	"context"
 	"net"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/heraldrun/herald/pkg/bus"
+	"github.com/heraldrun/herald/pkg/config"
+	"github.com/heraldrun/herald/proto/heraldpb"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/stretchr/testify/require"
 )
@@ -86,4 +91,37 @@ func requireMonitoringEndpoint(t *testing.T, objs map[string]k8sObject, endpoint
 		served = served || strconv.Itoa(p.Port) == port
 	}
 	require.True(t, served, "the Service exposes port %s", port)
+}
+
+// TestGatewaySharesProviderLimitsUnderItsOwnUser: with providers.openai
+// limits set, a gateway running as the gateway user of herald.conf keeps
+// the provider's shared record (KV herald_provider_limits) while it answers
+// a request the loop user sent, and the server refused it nothing: the
+// limits hold across gateways in a deployment, not only in one process.
+func TestGatewaySharesProviderLimitsUnderItsOwnUser(t *testing.T) {
+	s := startSecured(t)
+	admin := s.declared(t)
+	cfg := stackConfig(t, "")
+	cfg.Providers = map[string]config.ProviderProfile{"openai": {MaxConcurrent: 2, RPM: 600}}
+	startService(t, s, cfg, "gateway")
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	lp := s.connect(t, "loop")
+	req := &heraldpb.LLMRequest{RequestId: "s-limits:1:1:main", SessionId: "s-limits", TaskId: "t-limits", Purpose: "agent",
+		Step: 1, Turn: 1, ReplySubject: bus.LLMResponse(bus.OwnerLoop, "s-limits"),
+		Messages: []*heraldpb.ChatMessage{{Role: "user", Content: "read my notes"}}}
+	require.NoError(t, bus.PublishProto(ctx, lp.js, bus.LLMRequest(req.SessionId), req.RequestId, req))
+	require.Eventually(t, func() bool {
+		m, err := bus.LastOnSubject(ctx, admin.js, bus.StreamLLMResponses, req.ReplySubject)
+		var resp heraldpb.LLMResponse
+		return err == nil && bus.Decode(m.Data, &resp) == nil && resp.GetError() == ""
+	}, 20*time.Second, 20*time.Millisecond, "no answer; server refused: %v", s.violations())
+
+	kv, err := admin.js.KeyValue(ctx, bus.BucketProviderLimits)
+	require.NoError(t, err)
+	e, err := kv.Get(ctx, "provider.openai")
+	require.NoError(t, err, "the gateway wrote the provider's shared record; server refused: %v", s.violations())
+	require.Contains(t, string(e.Value()), "rpm_at")
+	require.Empty(t, s.violations())
 }

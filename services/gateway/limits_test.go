@@ -1,0 +1,145 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/heraldrun/herald/pkg/config"
+	"github.com/heraldrun/herald/pkg/heraldtest"
+	"github.com/heraldrun/herald/pkg/scripted"
+	"github.com/heraldrun/herald/pkg/service"
+	"github.com/heraldrun/herald/proto/heraldpb"
+	"github.com/stretchr/testify/require"
+)
+
+// limited gives the rig's provider ("local") the limits of prof.
+func limited(prof config.ProviderProfile) func(*Config) {
+	return func(c *Config) { c.Profiles = map[string]config.ProviderProfile{"local": prof} }
+}
+
+// twoGateways starts a rig and a second gateway process on the same bus
+// (its own connection), both taking LLM requests from the shared consumer.
+func twoGateways(t *testing.T, script scripted.Script, tune ...func(*Config)) (*rig, *Service) {
+	t.Helper()
+	r := newRig(t, script, tune...)
+	nc, js := r.bus.Connect(t, "gateway-2")
+	other, err := New(r.cfg, service.Deps{NC: nc, JS: js, Log: heraldtest.Logger(t), Config: config.Default()})
+	require.NoError(t, err)
+	require.NoError(t, other.Start(context.Background()))
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = other.Shutdown(ctx)
+	})
+	return r, other
+}
+
+// burst publishes n requests at once and waits for every answer, which must
+// be an answer, not an error: work beyond a limit waits.
+func (r *rig) burst(n int, within time.Duration) {
+	r.t.Helper()
+	reqs := make([]*heraldpb.LLMRequest, n)
+	for i := range reqs {
+		reqs[i] = r.request(fmt.Sprintf("s-burst-%d", i), "hello")
+		r.publish(reqs[i])
+	}
+	for _, req := range reqs {
+		resp := r.awaitResponse(req, within)
+		require.Empty(r.t, resp.GetError(), "request %s failed instead of waiting", req.GetRequestId())
+	}
+}
+
+func peakInFlight(reqs []*scripted.Request) int {
+	peak := 0
+	for _, q := range reqs {
+		peak = max(peak, q.InFlight)
+	}
+	return peak
+}
+
+func TestMaxConcurrentHoldsAcrossTwoGateways(t *testing.T) {
+	script := func(*scripted.Request) scripted.Reply {
+		return scripted.Reply{Content: "ok", Delay: 150 * time.Millisecond}
+	}
+	r, other := twoGateways(t, script, limited(config.ProviderProfile{MaxConcurrent: 3}))
+	r.burst(24, 30*time.Second)
+
+	reqs := r.model.Requests()
+	require.Len(t, reqs, 24)
+	require.Equal(t, 3, peakInFlight(reqs), "never more than max_concurrent at the provider, and the limit is used")
+	require.Positive(t, r.svc.counters.attempts.Load(), "the first gateway served calls")
+	require.Positive(t, other.counters.attempts.Load(), "the second gateway served calls")
+}
+
+func TestRPMHoldsAcrossTwoGateways(t *testing.T) {
+	const rpm = 120 // one call every 500 ms, two at once
+	every := time.Minute / rpm
+	r, other := twoGateways(t, func(*scripted.Request) scripted.Reply { return scripted.Text("ok") },
+		limited(config.ProviderProfile{RPM: rpm}))
+	r.burst(7, 30*time.Second)
+
+	var at []time.Time
+	for _, q := range r.model.Requests() {
+		at = append(at, q.Arrived)
+	}
+	require.Len(t, at, 7)
+	slices.SortFunc(at, func(a, b time.Time) int { return a.Compare(b) })
+	// GCRA with a burst of b: calls i and j > i are at least (j-i-b+1)
+	// intervals apart, so no minute holds more than rpm + b - 1 calls.
+	const burst, slack = 2, 40 * time.Millisecond
+	for i := range at {
+		for j := i + burst; j < len(at); j++ {
+			want := time.Duration(j-i-burst+1) * every
+			require.GreaterOrEqual(t, at[j].Sub(at[i]), want-slack, "calls %d and %d came %s apart", i, j, at[j].Sub(at[i]))
+		}
+	}
+	require.Positive(t, r.svc.counters.attempts.Load()+other.counters.attempts.Load())
+}
+
+// TestRateLimitsSlowTheProviderDownAndRecover: a provider at capacity (8 in
+// flight across two gateways) answers six calls with 429 and Retry-After:
+// 1. Every gateway holds off for the second it asked for (no call arrives
+// in it: no retry storm), starts again with fewer calls at once, climbs
+// back to the limit, and every call is answered in the end.
+func TestRateLimitsSlowTheProviderDownAndRecover(t *testing.T) {
+	const limit, calls, refuseFrom, refused = 8, 160, 21, 6
+	var n atomic.Int32
+	script := func(*scripted.Request) scripted.Reply {
+		if k := n.Add(1); k >= refuseFrom && k < refuseFrom+refused {
+			return scripted.Reply{Status: 429, Header: map[string]string{"Retry-After": "1"},
+				Body: `{"error":{"message":"Rate limit reached","type":"requests","code":"rate_limit_exceeded"}}`}
+		}
+		return scripted.Reply{Content: "ok", Delay: 100 * time.Millisecond}
+	}
+	r, _ := twoGateways(t, script, limited(config.ProviderProfile{MaxConcurrent: limit}))
+	r.burst(calls, 60*time.Second)
+
+	reqs := r.model.Requests()
+	slices.SortFunc(reqs, func(a, b *scripted.Request) int { return a.Arrived.Compare(b.Arrived) })
+	require.Equal(t, calls+refused, len(reqs), "each refused call was sent once more, no more")
+	require.LessOrEqual(t, peakInFlight(reqs), limit)
+	before := reqs[:refuseFrom-1]
+	require.Equal(t, limit, peakInFlight(before), "at capacity before the 429s")
+
+	first429 := reqs[refuseFrom-1].Arrived
+	pauseEnd := first429.Add(time.Second)
+	var inPause, firstWave, later []*scripted.Request
+	for _, q := range reqs[refuseFrom-1:] {
+		switch {
+		case q.Arrived.After(first429.Add(100*time.Millisecond)) && q.Arrived.Before(pauseEnd.Add(-100*time.Millisecond)):
+			inPause = append(inPause, q)
+		case !q.Arrived.Before(pauseEnd.Add(-100*time.Millisecond)) && q.Arrived.Before(pauseEnd.Add(80*time.Millisecond)):
+			firstWave = append(firstWave, q)
+		case q.Arrived.After(pauseEnd):
+			later = append(later, q)
+		}
+	}
+	require.Empty(t, inPause, "no call reached the provider during the Retry-After it asked for")
+	require.NotEmpty(t, firstWave, "calls resumed when the pause ended")
+	require.LessOrEqual(t, peakInFlight(firstWave), limit/2, "after the 429s fewer calls at once")
+	require.Equal(t, limit, peakInFlight(later), "and back up to the limit")
+}
