@@ -71,7 +71,9 @@ func cmdUp(ctx context.Context, args []string, cio cliIO) int {
 		fmt.Fprintln(cio.err, "herald up:", err)
 		return exitFail
 	}
-	stopHTTP, err := serveDashboard(*httpAddr, cfg.ClickHouseDSN, cfg.DashboardToken, cfg.Dashboard.AllowedHosts, app.Transcripts(a.JS), a.API, log)
+	capacity := capacityPage(a.JS, capacityOptions{defaultTenant: cfg.Tenant, scanLimit: 5000,
+		warnAfter: poolWarningAfter(cfg.Tools.PoolWarningAfter), pingWait: 300 * time.Millisecond})
+	stopHTTP, err := serveDashboard(*httpAddr, cfg.ClickHouseDSN, cfg.DashboardToken, cfg.Dashboard.AllowedHosts, app.Transcripts(a.JS), a.API, log, capacity)
 	if err != nil {
 		fmt.Fprintln(cio.err, "herald up:", err)
 		return exitFail
@@ -118,7 +120,7 @@ func privateClickHouse(ctx context.Context, dsn *string, dataDir string, log zer
 // serveDashboard serves the cost dashboard; it refuses a non-loopback
 // address without a token. It answers requests for loopback names, for
 // hosts (dashboard.allowed_hosts) and for the address it listens on.
-func serveDashboard(addr, dsn, token string, hosts []string, transcripts accounting.Transcripts, api apiHandler, log zerolog.Logger) (func(), error) {
+func serveDashboard(addr, dsn, token string, hosts []string, transcripts accounting.Transcripts, api apiHandler, log zerolog.Logger, capacity http.Handler) (func(), error) {
 	if addr == "" {
 		return func() {}, nil
 	}
@@ -129,7 +131,7 @@ func serveDashboard(addr, dsn, token string, hosts []string, transcripts account
 	if ip := net.ParseIP(host); token == "" && host != "localhost" && (ip == nil || !ip.IsLoopback()) {
 		return nil, fmt.Errorf("--http %s is not a loopback address: set dashboard_token (or HERALD_DASHBOARD_TOKEN) to expose the dashboard", addr)
 	}
-	handler, err := dashboardHandler(dsn, token, append(httpguard.ListenHosts(addr), hosts...), transcripts, log)
+	handler, err := dashboardHandler(dsn, token, append(httpguard.ListenHosts(addr), hosts...), transcripts, log, capacity)
 	if err != nil {
 		return nil, err
 	}
