@@ -3,6 +3,7 @@ package deploytest
 import (
 	"context"
 	"net"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -52,6 +53,13 @@ func TestKEDAScalesOnTheConsumersHeraldServes(t *testing.T) {
 	for name := range triggers {
 		startService(t, s, cfg, name)
 	}
+	// herald status counts the runners: the tool runner answers its ping
+	// under its own user.
+	admin := s.connect(t, "admin")
+	pong, err := admin.nc.Request(bus.RunnersPing, nil, 5*time.Second)
+	require.NoError(t, err, "server refused: %v", s.violations())
+	require.JSONEq(t, `{"pool":"default","concurrency":`+strconv.Itoa(runtime.NumCPU())+`}`, string(pong.Data))
+	require.Empty(t, s.violations())
 	for name, tr := range triggers {
 		acc := tr.Metadata["account"]
 		jsz, err := s.srv.NATS().Jsz(&server.JSzOptions{Account: acc, Consumer: true, Config: true})
