@@ -132,6 +132,15 @@ func TestStatusShowsWorkWaitingForAPoolWithNoRunner(t *testing.T) {
 	require.True(t, ok && pg.NoRunner && pg.Waiting == 1, "%+v", viaPage.Pools)
 	code, body = page("/capacity", token)
 	require.Equal(t, http.StatusOK, code)
+	// a page a browser loads from a rebinding name is refused, token or not
+	req, err := http.NewRequest("GET", "http://"+addr+"/capacity.json", nil)
+	require.NoError(t, err)
+	req.Host = "attacker.example:80"
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusForbidden, resp.StatusCode, "the capacity page answers only its own hosts")
 	require.True(t, strings.Contains(body, "gpu") && strings.Contains(body, "no tool runner takes them"), body)
 }
 
