@@ -100,30 +100,51 @@ func TestRPMHoldsAcrossTwoGateways(t *testing.T) {
 	require.Positive(t, r.svc.counters.attempts.Load()+other.counters.attempts.Load())
 }
 
-// TestRateLimitsSlowTheProviderDownAndRecover: a provider at capacity (8 in
-// flight across two gateways) answers six calls with 429 and Retry-After:
-// 1. Every gateway holds off for the second it asked for (no call arrives
-// in it: no retry storm), starts again with fewer calls at once, climbs
-// back to the limit, and every call is answered in the end.
-func TestRateLimitsSlowTheProviderDownAndRecover(t *testing.T) {
-	const limit, calls, refuseFrom, refused = 8, 160, 21, 6
+// patientRetries gives a call enough attempts that the burst's six 429s
+// cannot all fall on one call (agent.api_max_retries still ends a call a
+// provider keeps refusing).
+func patientRetries(c *Config) { c.MaxAttempts = 8 }
+
+// refuseBurst is a provider that answers calls refuseFrom to
+// refuseFrom+refused-1 with 429 and Retry-After: 1, the others after 100 ms.
+func refuseBurst(refuseFrom, refused int32) scripted.Script {
 	var n atomic.Int32
-	script := func(*scripted.Request) scripted.Reply {
+	return func(*scripted.Request) scripted.Reply {
 		if k := n.Add(1); k >= refuseFrom && k < refuseFrom+refused {
 			return scripted.Reply{Status: 429, Header: map[string]string{"Retry-After": "1"},
 				Body: `{"error":{"message":"Rate limit reached","type":"requests","code":"rate_limit_exceeded"}}`}
 		}
 		return scripted.Reply{Content: "ok", Delay: 100 * time.Millisecond}
 	}
-	r, _ := twoGateways(t, script, limited(config.ProviderProfile{MaxConcurrent: limit}))
-	r.burst(calls, 60*time.Second)
+}
 
-	reqs := r.model.Requests()
+// TestRateLimitsSlowTheProviderDownAndRecover: a provider at capacity (8 in
+// flight across two gateways, max_concurrent) answers six calls with 429
+// and Retry-After: 1. Every gateway holds off for the second it asked for
+// (no call arrives in it: no retry storm), starts again with half the calls
+// at once, climbs back to the limit, and every call is answered in the end.
+func TestRateLimitsSlowTheProviderDownAndRecover(t *testing.T) {
+	const limit, calls, refuseFrom, refused = 8, 160, 21, 6
+	r, _ := twoGateways(t, refuseBurst(refuseFrom, refused), limited(config.ProviderProfile{MaxConcurrent: limit}), patientRetries)
+	r.burst(calls, 60*time.Second)
+	requireSlowedDownAndRecovered(t, r.model.Requests(), limit, calls, refuseFrom, refused)
+}
+
+// TestRateLimitsSlowAnUnlimitedProviderDown: with no limit in herald.yaml
+// the gateway process does the same with its own cap (--concurrency).
+func TestRateLimitsSlowAnUnlimitedProviderDown(t *testing.T) {
+	const limit, calls, refuseFrom, refused = 8, 160, 21, 6
+	r := newRig(t, refuseBurst(refuseFrom, refused), func(c *Config) { c.Concurrency = limit }, patientRetries)
+	r.burst(calls, 60*time.Second)
+	requireSlowedDownAndRecovered(t, r.model.Requests(), limit, calls, refuseFrom, refused)
+}
+
+func requireSlowedDownAndRecovered(t *testing.T, reqs []*scripted.Request, limit, calls, refuseFrom, refused int) {
+	t.Helper()
 	slices.SortFunc(reqs, func(a, b *scripted.Request) int { return a.Arrived.Compare(b.Arrived) })
 	require.Equal(t, calls+refused, len(reqs), "each refused call was sent once more, no more")
 	require.LessOrEqual(t, peakInFlight(reqs), limit)
-	before := reqs[:refuseFrom-1]
-	require.Equal(t, limit, peakInFlight(before), "at capacity before the 429s")
+	require.Equal(t, limit, peakInFlight(reqs[:refuseFrom-1]), "at capacity before the 429s")
 
 	first429 := reqs[refuseFrom-1].Arrived
 	pauseEnd := first429.Add(time.Second)
