@@ -80,24 +80,31 @@ func TestRPMHoldsAcrossTwoGateways(t *testing.T) {
 	every := time.Minute / rpm
 	r, other := twoGateways(t, func(*scripted.Request) scripted.Reply { return scripted.Text("ok") },
 		limited(config.ProviderProfile{RPM: rpm}))
+	// both gateways connect to the provider first: a first call's dial
+	// delays its arrival, not its start
+	r.burst(4, 30*time.Second)
+	warm := len(r.model.Requests())
 	r.burst(7, 30*time.Second)
 
 	var at []time.Time
-	for _, q := range r.model.Requests() {
+	for _, q := range r.model.Requests()[warm:] {
 		at = append(at, q.Arrived)
 	}
 	require.Len(t, at, 7)
 	slices.SortFunc(at, func(a, b time.Time) int { return a.Compare(b) })
-	// GCRA with a burst of b: calls i and j > i are at least (j-i-b+1)
+	// GCRA with a burst of b: calls i and j > i start at least (j-i-b+1)
 	// intervals apart, so no minute holds more than rpm + b - 1 calls.
-	const burst, slack = 2, 40 * time.Millisecond
+	const burst = 2
+	slack := every / 4 // a call started on time may still arrive late on a loaded machine
 	for i := range at {
 		for j := i + burst; j < len(at); j++ {
 			want := time.Duration(j-i-burst+1) * every
 			require.GreaterOrEqual(t, at[j].Sub(at[i]), want-slack, "calls %d and %d came %s apart", i, j, at[j].Sub(at[i]))
 		}
 	}
-	require.Positive(t, r.svc.counters.attempts.Load()+other.counters.attempts.Load())
+	require.GreaterOrEqual(t, at[6].Sub(at[0]), 5*every-slack, "seven calls at 120 a minute take 2.5 s")
+	require.Positive(t, r.svc.counters.attempts.Load())
+	require.Positive(t, other.counters.attempts.Load())
 }
 
 // patientRetries gives a call enough attempts that the burst's six 429s
@@ -124,7 +131,7 @@ func refuseBurst(refuseFrom, refused int32) scripted.Script {
 // (no call arrives in it: no retry storm), starts again with half the calls
 // at once, climbs back to the limit, and every call is answered in the end.
 func TestRateLimitsSlowTheProviderDownAndRecover(t *testing.T) {
-	const limit, calls, refuseFrom, refused = 8, 160, 21, 6
+	const limit, calls, refuseFrom, refused = 8, 160, 41, 6
 	r, _ := twoGateways(t, refuseBurst(refuseFrom, refused), limited(config.ProviderProfile{MaxConcurrent: limit}), patientRetries)
 	r.burst(calls, 60*time.Second)
 	requireSlowedDownAndRecovered(t, r.model.Requests(), limit, calls, refuseFrom, refused)
@@ -133,7 +140,7 @@ func TestRateLimitsSlowTheProviderDownAndRecover(t *testing.T) {
 // TestRateLimitsSlowAnUnlimitedProviderDown: with no limit in herald.yaml
 // the gateway process does the same with its own cap (--concurrency).
 func TestRateLimitsSlowAnUnlimitedProviderDown(t *testing.T) {
-	const limit, calls, refuseFrom, refused = 8, 160, 21, 6
+	const limit, calls, refuseFrom, refused = 8, 160, 41, 6
 	r := newRig(t, refuseBurst(refuseFrom, refused), func(c *Config) { c.Concurrency = limit }, patientRetries)
 	r.burst(calls, 60*time.Second)
 	requireSlowedDownAndRecovered(t, r.model.Requests(), limit, calls, refuseFrom, refused)
@@ -144,23 +151,25 @@ func requireSlowedDownAndRecovered(t *testing.T, reqs []*scripted.Request, limit
 	slices.SortFunc(reqs, func(a, b *scripted.Request) int { return a.Arrived.Compare(b.Arrived) })
 	require.Equal(t, calls+refused, len(reqs), "each refused call was sent once more, no more")
 	require.LessOrEqual(t, peakInFlight(reqs), limit)
-	require.Equal(t, limit, peakInFlight(reqs[:refuseFrom-1]), "at capacity before the 429s")
+	require.Greater(t, peakInFlight(reqs[:refuseFrom-1]), limit/2, "near capacity before the 429s")
 
 	first429 := reqs[refuseFrom-1].Arrived
 	pauseEnd := first429.Add(time.Second)
-	var inPause, firstWave, later []*scripted.Request
+	var inPause, after []*scripted.Request
 	for _, q := range reqs[refuseFrom-1:] {
 		switch {
-		case q.Arrived.After(first429.Add(100*time.Millisecond)) && q.Arrived.Before(pauseEnd.Add(-100*time.Millisecond)):
+		case q.Arrived.After(first429.Add(300*time.Millisecond)) && q.Arrived.Before(pauseEnd.Add(-200*time.Millisecond)):
 			inPause = append(inPause, q)
-		case !q.Arrived.Before(pauseEnd.Add(-100*time.Millisecond)) && q.Arrived.Before(pauseEnd.Add(80*time.Millisecond)):
-			firstWave = append(firstWave, q)
-		case q.Arrived.After(pauseEnd):
-			later = append(later, q)
+		case q.Arrived.After(pauseEnd.Add(-200 * time.Millisecond)):
+			after = append(after, q)
 		}
 	}
-	require.Empty(t, inPause, "no call reached the provider during the Retry-After it asked for")
-	require.NotEmpty(t, firstWave, "calls resumed when the pause ended")
-	require.LessOrEqual(t, peakInFlight(firstWave), limit/2, "after the 429s fewer calls at once")
-	require.Equal(t, limit, peakInFlight(later), "and back up to the limit")
+	for _, q := range inPause {
+		t.Errorf("a call reached the provider %s after the first 429 (Retry-After: 1), %d in flight", q.Arrived.Sub(first429), q.InFlight)
+	}
+	require.Greater(t, len(after), limit)
+	// the first calls after the pause: one more than half the limit can only
+	// start once one of them is answered
+	require.LessOrEqual(t, peakInFlight(after[:limit/2+1]), limit/2, "after the 429s half the calls at once")
+	require.Equal(t, limit, peakInFlight(after), "and back up to the limit")
 }
