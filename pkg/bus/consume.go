@@ -72,7 +72,7 @@ func (s ConsumerSpec) config() jetstream.ConsumerConfig {
 		AckPolicy:     jetstream.AckExplicitPolicy,
 		AckWait:       s.AckWait,
 		MaxDeliver:    s.MaxDeliver,
-		MaxAckPending: 4096,
+		MaxAckPending: 1 << 16, // across every process: 4,096 held two gateways of 2,048 (issue 29)
 	}
 	if len(s.FilterSubjects) == 1 {
 		cfg.FilterSubject = s.FilterSubjects[0]

@@ -60,7 +60,14 @@ const (
 	// BucketAPIRuns holds the api service's runs and which tenant owns each
 	// session it started.
 	BucketAPIRuns = "herald_api_runs"
+	// BucketProviderLimits holds, per provider, what the gateways have in
+	// flight and how fast they may send (providers.<name>.max_concurrent,
+	// rpm, tpm): one record each, changed by compare-and-set.
+	BucketProviderLimits = "herald_provider_limits"
 )
+
+// ProviderLimitsTTL drops the record of a provider nobody called for this long.
+const ProviderLimitsTTL = time.Hour
 
 // APIRunTTL is how long the api service remembers a run.
 const APIRunTTL = 30 * day
@@ -161,6 +168,8 @@ func Buckets(replicas int) []jetstream.KeyValueConfig {
 			Description: "api runs and session owners"},
 		{Bucket: BucketPrices, History: 5, Storage: jetstream.FileStorage, Replicas: replicas,
 			Description: "imported model prices (herald prices import)"},
+		{Bucket: BucketProviderLimits, History: 1, TTL: ProviderLimitsTTL, Storage: jetstream.FileStorage, Replicas: replicas,
+			Description: "calls in flight and send rates per provider, shared by the gateways"},
 	}
 }
 

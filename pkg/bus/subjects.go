@@ -43,6 +43,10 @@ const (
 	OwnerCompressor = "compressor"
 )
 
+// RunnersPing is asked by `herald status`: every tool runner answers it
+// (no queue group) with its pool, so the runners of each pool are counted.
+const RunnersPing = "herald.runners.ping"
+
 // DefaultPool is the tool-runner pool of tasks that name none.
 const DefaultPool = "default"
 

@@ -1,5 +1,7 @@
 package config
 
+import "fmt"
+
 // ProviderProfile overrides the gateway's provider profile for one provider
 // name (the `provider:` of the model or of a fallback entry), under
 // `providers:` in herald.yaml. Every field is optional: Profile names the
@@ -34,4 +36,30 @@ type ProviderProfile struct {
 	// ReasoningParam is where a chat request asks for reasoning:
 	// reasoning_effort, reasoning (an object, as OpenRouter takes it) or none.
 	ReasoningParam string `yaml:"reasoning_param"`
+
+	// MaxConcurrent caps the calls in flight to this provider across every
+	// gateway process on the bus (0: no cap but the gateway's own).
+	MaxConcurrent int `yaml:"max_concurrent"`
+	// RPM caps the requests sent to it per minute, across every gateway.
+	RPM int `yaml:"rpm"`
+	// TPM caps the tokens (prompt and answer) per minute, across every gateway.
+	TPM int `yaml:"tpm"`
+}
+
+// Limited reports whether the profile sets a limit shared by the gateways.
+func (p ProviderProfile) Limited() bool {
+	return p.MaxConcurrent > 0 || p.RPM > 0 || p.TPM > 0
+}
+
+// validateLimits checks the providers' limits: none may be negative.
+func (c Config) validateLimits() []error {
+	var errs []error
+	for name, p := range c.Providers {
+		for key, v := range map[string]int{"max_concurrent": p.MaxConcurrent, "rpm": p.RPM, "tpm": p.TPM} {
+			if v < 0 {
+				errs = append(errs, fmt.Errorf("providers.%s.%s must not be negative (0: no limit)", name, key))
+			}
+		}
+	}
+	return errs
 }

@@ -59,6 +59,10 @@ type Request struct {
 	Tools    []json.RawMessage `json:"tools"`
 	Stream   bool              `json:"stream"`
 	Raw      []byte            `json:"-"`
+	// Arrived is when the request came; InFlight how many requests the
+	// server was answering then, this one included.
+	Arrived  time.Time `json:"-"`
+	InFlight int       `json:"-"`
 }
 
 // AssistantCount is how many assistant messages the history holds.
@@ -163,6 +167,7 @@ type Server struct {
 	mu       sync.Mutex
 	requests []*Request
 	calls    int
+	inflight int
 }
 
 // Start serves script on a loopback port.
@@ -237,8 +242,15 @@ func (s *Server) serve(api wireAPI) http.HandlerFunc {
 		s.mu.Lock()
 		s.requests = append(s.requests, req)
 		s.calls++
+		s.inflight++
+		req.Arrived, req.InFlight = time.Now(), s.inflight
 		script := s.script
 		s.mu.Unlock()
+		defer func() {
+			s.mu.Lock()
+			s.inflight--
+			s.mu.Unlock()
+		}()
 
 		reply := script(req)
 		if reply.Delay > 0 {

@@ -56,7 +56,7 @@ func TestSplicedBodiesGoOutWithTheirLength(t *testing.T) {
 	t.Cleanup(srv.Close)
 	ep, err := newEndpoint(config.Provider{Provider: "local", Model: "m", BaseURL: srv.URL + "/v1"}, 0, nil)
 	require.NoError(t, err)
-	hc := newHTTPClient(0)
+	hc := newHTTPClient(0, 4)
 	msgs := []*heraldpb.ChatMessage{{Role: "system", Content: "be brief"}, {Role: "user", Content: "read it"},
 		{Role: "assistant", ToolCalls: []*heraldpb.ToolCall{{Id: "c1", Name: "read_file", Arguments: `{"path":"a"}`}}},
 		{Role: "tool", ToolCallId: "c1", Content: strings.Repeat("line\n", 20_000)}}

@@ -111,6 +111,22 @@ func (r *callRun) attempt(ctx context.Context, ep endpoint) (modelAnswer, *attem
 	if ae := r.checkBudgets(ctx, ep); ae != nil {
 		return modelAnswer{}, ae
 	}
+	// beyond the provider's limits the call waits here, not failing
+	pass, err := r.s.gates.enter(ctx, ep.provider, estimateTokens(r.req))
+	if err != nil {
+		return modelAnswer{}, r.stopped(ctx, nil)
+	}
+	ans, ae := r.attemptOn(ctx, ep)
+	used := ans.usage
+	if ae != nil {
+		used = nil
+	}
+	pass.leave(ctx, ep.provider, ae, used)
+	return ans, ae
+}
+
+// attemptOn sends the request to ep once the provider's gate let it through.
+func (r *callRun) attemptOn(ctx context.Context, ep endpoint) (modelAnswer, *attemptError) {
 	r.attempts++
 	r.s.counters.attempts.Add(1)
 	r.apiRequestStarting(ep)

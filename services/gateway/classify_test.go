@@ -17,7 +17,7 @@ import (
 // provider can fail and checks the class the gateway gives it.
 func TestProviderFailuresAreClassified(t *testing.T) {
 	model := startModel(t, scripted.Conversation(scripted.Text("ok")))
-	hc := newHTTPClient(time.Minute)
+	hc := newHTTPClient(time.Minute, 4)
 	cases := []struct {
 		name      string
 		reply     scripted.Reply
@@ -75,7 +75,7 @@ func TestTransportFailuresAreClassified(t *testing.T) {
 	closed := "http://" + ln.Addr().String() + "/v1"
 	require.NoError(t, ln.Close())
 	slow := startModel(t, scripted.Conversation(scripted.Reply{Content: "late", Delay: 5 * time.Second}))
-	hc := newHTTPClient(time.Minute)
+	hc := newHTTPClient(time.Minute, 4)
 	ask := func(base string, ctx context.Context) error {
 		ep, err := newEndpoint(config.Provider{Provider: "local", Model: "m", BaseURL: base}, 0, nil)
 		require.NoError(t, err)

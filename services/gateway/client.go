@@ -77,12 +77,15 @@ func (e endpoint) keyOrPlaceholder() string {
 // newHTTPClient is shared by every endpoint: no overall timeout (calls are
 // bounded by their context), generous idle connections for concurrency, and
 // a stream that stays silent for streamIdle is cut as a timeout.
-func newHTTPClient(streamIdle time.Duration) *http.Client {
+func newHTTPClient(streamIdle time.Duration, concurrency int) *http.Client {
 	tr := &http.Transport{
-		Proxy:                 http.ProxyFromEnvironment,
-		DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-		MaxIdleConns:          256,
-		MaxIdleConnsPerHost:   64,
+		Proxy:       http.ProxyFromEnvironment,
+		DialContext: (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		// As many idle connections as calls in flight: an HTTP/1.1
+		// provider needs a connection per call, and with fewer kept each
+		// burst beyond them dialled (and TLS-handshook) anew every call.
+		MaxIdleConns:          0,
+		MaxIdleConnsPerHost:   concurrency,
 		IdleConnTimeout:       90 * time.Second,
 		TLSHandshakeTimeout:   10 * time.Second,
 		ResponseHeaderTimeout: 0,

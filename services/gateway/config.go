@@ -46,7 +46,12 @@ type Config struct {
 
 // Defaults of the knobs herald.yaml does not carry.
 const (
-	DefaultConcurrency       = 64
+	// DefaultConcurrency is high because a model call is a wait on the
+	// network, not work: each one in flight costs a goroutine, its request
+	// and a connection. What a provider can take is bounded per provider by
+	// providers.<name>.max_concurrent, rpm and tpm (limits.go), across every
+	// gateway process; this only guards the process's memory.
+	DefaultConcurrency       = 2048
 	DefaultRateLimitCooldown = 60 * time.Second
 	DefaultStreamIdleTimeout = 180 * time.Second
 	maxRetryAfter            = 120 * time.Second

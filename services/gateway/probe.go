@@ -50,7 +50,7 @@ func Probe(ctx context.Context, p config.Provider, pricing map[string]config.Pri
 		messages: []*heraldpb.ChatMessage{{Role: "user", Content: probePrompt}},
 		tools:    []*heraldpb.ToolSpec{{Name: ProbeTool, Description: "Echo a word back.", ParametersJson: probeSchema}}}
 	start := time.Now()
-	ans, err := newModelClient(ep, newHTTPClient(DefaultStreamIdleTimeout)).complete(ctx, call)
+	ans, err := newModelClient(ep, newHTTPClient(DefaultStreamIdleTimeout, 1)).complete(ctx, call)
 	rep.Latency = time.Since(start)
 	if err != nil {
 		ae := classify(err)

@@ -38,6 +38,8 @@ type Service struct {
 	histories *histories
 	toolSets  *toolset.Store
 	counters  counters
+	gates     *gates
+	stopRenew context.CancelFunc
 
 	mu       sync.Mutex
 	worker   *bus.Worker
@@ -60,7 +62,7 @@ func New(cfg Config, deps service.Deps) (*Service, error) {
 	}
 	s := &Service{cfg: cfg, nc: deps.NC, js: deps.JS, log: deps.Log.With().Str("service", "gateway").Logger(),
 		pricer: NewPricer(cfg.Pricing), inflight: newInflight(), health: newHealth(cfg.RateLimitCooldown)}
-	hc := newHTTPClient(cfg.StreamIdleTimeout)
+	hc := newHTTPClient(cfg.StreamIdleTimeout, cfg.Concurrency)
 	s.hc = hc
 	for i, p := range append([]config.Provider{cfg.Primary}, cfg.Fallbacks...) {
 		ep, err := newEndpoint(p, i, cfg.Profiles)
@@ -79,6 +81,7 @@ func New(cfg Config, deps service.Deps) (*Service, error) {
 	s.staleReqs = &staleRequests{records: bus.NewLazyBucket(deps.JS, bus.BucketSessions)}
 	s.histories = newHistories(deps.JS)
 	s.toolSets = toolset.NewStore(deps.JS)
+	s.gates = newGates(deps.JS, cfg.Profiles, cfg.Concurrency, s.log)
 	return s, nil
 }
 
@@ -121,7 +124,9 @@ func (s *Service) Start(ctx context.Context) error {
 		_ = w.Stop(ctx)
 		return fmt.Errorf("gateway: budget webhook: %w", err)
 	}
-	s.sub, s.worker, s.webhook, s.started, s.stopPrices = sub, w, hook, true, stopPrices
+	renewing, stopRenew := context.WithCancel(context.WithoutCancel(ctx))
+	go s.gates.renew(renewing)
+	s.sub, s.worker, s.webhook, s.started, s.stopPrices, s.stopRenew = sub, w, hook, true, stopPrices, stopRenew
 	s.log.Info().Str("model", s.cfg.Primary.Model).Str("api_mode", s.endpoints[0].mode).
 		Int("fallbacks", len(s.cfg.Fallbacks)).Msg("gateway taking LLM requests")
 	return nil
@@ -136,11 +141,14 @@ func (s *Service) Shutdown(ctx context.Context) error {
 		return nil
 	}
 	s.shutdown = true
-	w, sub, hook := s.worker, s.sub, s.webhook
+	w, sub, hook, stopRenew := s.worker, s.sub, s.webhook, s.stopRenew
 	if s.stopPrices != nil {
 		s.stopPrices()
 	}
 	s.mu.Unlock()
+	if stopRenew != nil {
+		defer stopRenew()
+	}
 	var errs []error
 	if w != nil {
 		errs = append(errs, w.Stop(ctx))

@@ -22,3 +22,12 @@ func dashboardHandler(dsn, token string, hosts []string, transcripts accounting.
 	}
 	return d, nil
 }
+
+// capacityMount serves h at /capacity and /capacity.json: what `herald
+// status` shows, under the dashboard's access rule.
+func capacityMount(h http.Handler) func(mount func(string, http.Handler)) {
+	return func(mount func(string, http.Handler)) {
+		mount("GET /capacity", h)
+		mount("GET /capacity.json", h)
+	}
+}

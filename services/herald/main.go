@@ -69,6 +69,7 @@ Usage:
   herald prices import FILE|list  import a LiteLLM or genai-prices price catalogue onto the bus; list prices
   herald sessions list|show ID|search QUERY|export ID|delete ID|prune --older-than 30d
   herald insights [--since 7d]    where time and money went: models, tools, sessions, errors
+  herald status [--json]          work waiting and in flight per stream, tenant and pool; runners per pool
   herald migrate                  apply the ClickHouse schema
   herald declare                  create or update the NATS streams (needs a user allowed to)
   herald demo                     the whole system on a built-in scripted model
@@ -96,6 +97,8 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 		return cmdDoctor(ctx, args[1:], io)
 	case "insights":
 		return cmdInsights(ctx, args[1:], io)
+	case "status":
+		return cmdStatus(ctx, args[1:], io)
 	case "up":
 		return cmdUp(ctx, args[1:], io)
 	case "serve":

@@ -71,8 +71,10 @@ func cmdUp(ctx context.Context, args []string, cio cliIO) int {
 		fmt.Fprintln(cio.err, "herald up:", err)
 		return exitFail
 	}
+	capacity := capacityPage(a.JS, capacityOptions{defaultTenant: cfg.Tenant, scanLimit: 5000,
+		warnAfter: poolWarningAfter(cfg.Tools.PoolWarningAfter), pingWait: 300 * time.Millisecond})
 	stopHTTP, err := serveDashboard(*httpAddr, cfg.ClickHouseDSN, cfg.DashboardToken, cfg.Dashboard.AllowedHosts, app.Transcripts(a.JS), a.API, log,
-		budgetsPage(a.JS, cfg.Budgets))
+		budgetsPage(a.JS, cfg.Budgets), capacityMount(capacity))
 	if err != nil {
 		fmt.Fprintln(cio.err, "herald up:", err)
 		return exitFail

@@ -25,7 +25,11 @@ type Config struct {
 	// the session's context files (AGENTS.md, ...) at session start; the
 	// session starts without them, and says so, when none answers.
 	ContextFilesTimeout time.Duration
-	// Concurrency caps the messages of each kind handled at once.
+	// Concurrency caps the messages of each kind handled at once. Handling
+	// one is mostly waiting on the bus (a state read and compare-and-set,
+	// publishes, a runner's or the memory's answer at session start), so
+	// the default is high: with 64, 1,000 sessions starting at once queued
+	// their starts behind one another.
 	Concurrency int
 	// SnapshotTimeout bounds the wait for the memory snapshot at session start.
 	SnapshotTimeout time.Duration
@@ -57,7 +61,7 @@ func ConfigFrom(c config.Config) Config {
 		ContextWindows:        c.ContextWindows,
 		Compression:           c.Compression,
 		ContextFilesTimeout:   2 * time.Second,
-		Concurrency:           64,
+		Concurrency:           1024,
 		SnapshotTimeout:       2 * time.Second,
 		PressureCooldown:      300 * time.Second,
 		Pool:                  bus.DefaultPool,

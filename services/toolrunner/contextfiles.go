@@ -24,7 +24,7 @@ import (
 // serveContextFiles answers the loop's context-file requests for this
 // runner's pool, one runner per request.
 func (s *Service) serveContextFiles() (*nats.Subscription, error) {
-	sub, err := s.deps.NC.QueueSubscribe(bus.ContextFiles(s.cfg.Pool), SpecsQueue, func(m *nats.Msg) {
+	sub, err := s.deps.NC.QueueSubscribe(bus.ContextFiles(s.cfg.Pool), SpecsQueue, concurrently(func(m *nats.Msg) {
 		var req proto.ContextFilesRequest
 		var reply proto.ContextFilesReply
 		if err := json.Unmarshal(m.Data, &req); err != nil {
@@ -36,11 +36,29 @@ func (s *Service) serveContextFiles() (*nats.Subscription, error) {
 		if err := m.Respond(data); err != nil {
 			s.log.Warn().Err(err).Str("session_id", req.SessionID).Msg("answering a context files request failed")
 		}
-	})
+	}))
 	if err != nil {
 		return nil, fmt.Errorf("toolrunner: serve context files: %w", err)
 	}
 	return sub, nil
+}
+
+// maxAnswering bounds the context-file requests one runner answers at once.
+const maxAnswering = 64
+
+// concurrently answers each request in a goroutine of its own, up to
+// maxAnswering at once: a subscription runs its handler one message at a
+// time, so 1,000 sessions starting together waited in line for their files
+// and the last ones waited past the loop's ContextFilesTimeout (2 s).
+func concurrently(h nats.MsgHandler) nats.MsgHandler {
+	slots := make(chan struct{}, maxAnswering)
+	return func(m *nats.Msg) {
+		slots <- struct{}{}
+		go func() {
+			defer func() { <-slots }()
+			h(m)
+		}()
+	}
 }
 
 // readContextFiles reads the context files of a session's workspace. A

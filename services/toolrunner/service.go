@@ -36,6 +36,8 @@ type Service struct {
 	specSub *nats.Subscription
 	// ctxSub answers the loop's context-file requests (contextfiles.go).
 	ctxSub *nats.Subscription
+	// pingSub answers herald status's count of runners (specs.go).
+	pingSub *nats.Subscription
 }
 
 // New checks cfg and prepares a runner; Start makes it take work.
@@ -107,6 +109,9 @@ func (s *Service) Start(ctx context.Context) error {
 		s.stopMCP()
 		return fmt.Errorf("toolrunner: %w", err)
 	}
+	if s.pingSub, err = s.servePing(); err != nil {
+		s.log.Warn().Err(err).Msg("not answering runner pings: herald status will not count this runner")
+	}
 	s.started = true
 	s.log.Info().Str("pool", s.cfg.Pool).Int("concurrency", s.cfg.Concurrency).Int("tools", len(s.tools)).Msg("tool runner started")
 	return nil
@@ -126,6 +131,9 @@ func (s *Service) Shutdown(ctx context.Context) error {
 	}
 	if s.ctxSub != nil {
 		_ = s.ctxSub.Unsubscribe()
+	}
+	if s.pingSub != nil {
+		_ = s.pingSub.Unsubscribe()
 	}
 	err := s.worker.Stop(ctx)
 	s.stopMCP()

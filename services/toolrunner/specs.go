@@ -78,3 +78,19 @@ func (s *Service) serveSpecs() (*nats.Subscription, error) {
 	}
 	return sub, nil
 }
+
+// RunnerPong is a tool runner's answer on bus.RunnersPing.
+type RunnerPong struct {
+	Pool        string `json:"pool"`
+	Concurrency int    `json:"concurrency"`
+}
+
+// servePing answers bus.RunnersPing, every runner on its own.
+func (s *Service) servePing() (*nats.Subscription, error) {
+	pong, _ := json.Marshal(RunnerPong{Pool: s.cfg.Pool, Concurrency: s.cfg.Concurrency})
+	sub, err := s.deps.NC.Subscribe(bus.RunnersPing, func(m *nats.Msg) { _ = m.Respond(pong) })
+	if err != nil {
+		return nil, fmt.Errorf("toolrunner: answer runner pings: %w", err)
+	}
+	return sub, nil
+}

@@ -197,7 +197,7 @@ func TestNATSConfigNamesOnlyRealStreamsAndSubjects(t *testing.T) {
 	}
 	core := []string{bus.MemorySnapshotSubject, bus.ToolSpecsSubject, memory.SearchSubject, memory.RecallSubject,
 		bus.HookOnSessionStart(), bus.HookPreLLMCall(), bus.HookPreAPIRequest(), bus.HookPostAPIRequest(), bus.HookPreToolCall(),
-		bus.ContextFiles("*"), bus.ContextFiles(bus.DefaultPool)}
+		bus.ContextFiles("*"), bus.ContextFiles(bus.DefaultPool), bus.RunnersPing}
 	deadLetter := map[string]bool{"MEMORY_SNAPSHOT": true} // memory's core requests dead-letter here
 	for s := range streams {
 		deadLetter[s] = true
@@ -567,7 +567,11 @@ type k8sObject struct {
 		Replicas    int `yaml:"replicas"`
 		MinReplicas int `yaml:"minReplicas"`
 		MaxReplicas int `yaml:"maxReplicas"`
-		Selector    struct {
+		// a KEDA ScaledObject's bounds and triggers
+		MinReplicaCount int           `yaml:"minReplicaCount"`
+		MaxReplicaCount int           `yaml:"maxReplicaCount"`
+		Triggers        []kedaTrigger `yaml:"triggers"`
+		Selector        struct {
 			MatchLabels map[string]string `yaml:"matchLabels"`
 		} `yaml:"selector"`
 		Ports []struct {
@@ -789,12 +793,17 @@ func TestKubernetesRunsEveryServiceUnderItsOwnUser(t *testing.T) {
 	require.True(t, mountsConfig(job, jc, jenv["HERALD_CONFIG"].Value), "the Job reads herald-config (replicas: 3)")
 	require.Equal(t, "check", cfg.NATSDeclare, "the services only check the streams; their users may not change them")
 
-	hpa, ok := objs["HorizontalPodAutoscaler/herald-toolrunner"]
-	require.True(t, ok, "tool runners scale automatically")
-	require.Equal(t, "Deployment", hpa.Spec.ScaleTargetRef.Kind)
-	require.Equal(t, "herald-toolrunner", hpa.Spec.ScaleTargetRef.Name)
-	require.GreaterOrEqual(t, hpa.Spec.MinReplicas, 1)
-	require.Greater(t, hpa.Spec.MaxReplicas, hpa.Spec.MinReplicas)
+	for _, name := range []string{"toolrunner", "gateway"} {
+		so, ok := objs["ScaledObject/herald-"+name]
+		require.True(t, ok, "%s scales automatically on its backlog", name)
+		require.Equal(t, "Deployment", so.Spec.ScaleTargetRef.Kind)
+		require.Equal(t, "herald-"+name, so.Spec.ScaleTargetRef.Name)
+		require.GreaterOrEqual(t, so.Spec.MinReplicaCount, 1)
+		require.Greater(t, so.Spec.MaxReplicaCount, so.Spec.MinReplicaCount)
+	}
+	for key := range objs {
+		require.False(t, strings.HasPrefix(key, "HorizontalPodAutoscaler/"), "%s: KEDA owns the scaling; a second autoscaler would fight it", key)
+	}
 	_, ok = objs["PersistentVolumeClaim/herald-workspace"]
 	require.True(t, ok, "the runners' shared workspace is claimed")
 }

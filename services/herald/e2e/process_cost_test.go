@@ -68,6 +68,8 @@ type upOptions struct {
 	http string
 	env  map[string]string
 	args []string
+	// yaml is added to the process's herald.yaml.
+	yaml string
 }
 
 // startUpProcess starts `herald up` against the model at modelURL.
@@ -80,7 +82,7 @@ func startUpProcess(b testing.TB, modelURL string, size int, o upOptions) *upPro
 	// 1 MB tool result
 	cfg := "compression: {enabled: false}\ncontext_windows: {test-model: 100000000}\n" +
 		"tool_output: {max_result_chars: 2097152, read_file_max_lines: 100000}\n" +
-		"pricing: {test-model: {input: 1, output: 2}}\n"
+		"pricing: {test-model: {input: 1, output: 2}}\n" + o.yaml
 	require.NoError(b, os.WriteFile(filepath.Join(data, "herald.yaml"), []byte(cfg), 0o644))
 	port := freePort(b)
 	url := fmt.Sprintf("nats://127.0.0.1:%d", port)
