@@ -38,6 +38,9 @@ type Service struct {
 	histories *histories
 	toolSets  *toolset.Store
 	counters  counters
+	// tenants is herald's configuration, read for its tenants' weights
+	// and model-call limits.
+	tenants config.Config
 
 	mu       sync.Mutex
 	worker   *bus.Worker
@@ -55,7 +58,7 @@ func New(cfg Config, deps service.Deps) (*Service, error) {
 	if deps.NC == nil || deps.JS == nil {
 		return nil, errors.New("gateway: a NATS connection and JetStream are required")
 	}
-	s := &Service{cfg: cfg, nc: deps.NC, js: deps.JS, log: deps.Log.With().Str("service", "gateway").Logger(),
+	s := &Service{cfg: cfg, tenants: deps.Config, nc: deps.NC, js: deps.JS, log: deps.Log.With().Str("service", "gateway").Logger(),
 		pricer: NewPricer(cfg.Pricing), inflight: newInflight(), health: newHealth(cfg.RateLimitCooldown)}
 	hc := newHTTPClient(cfg.StreamIdleTimeout)
 	s.hc = hc
@@ -94,6 +97,7 @@ func (s *Service) Start(ctx context.Context) error {
 		Durable:        Durable,
 		FilterSubjects: []string{bus.LLMRequest(">")},
 		Concurrency:    s.cfg.Concurrency,
+		Weight:         s.tenants.TenantWeight,
 	}
 	w, err := bus.StartWorker(ctx, s.js, spec, s.handle, s.log)
 	if err != nil {

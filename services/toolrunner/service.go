@@ -100,6 +100,7 @@ func (s *Service) Start(ctx context.Context) error {
 		Concurrency:    s.cfg.Concurrency,
 		MaxDeliver:     s.cfg.MaxDeliver,
 		AckWait:        s.cfg.AckWait,
+		Weight:         s.deps.Config.TenantWeight,
 	}, s.handle, s.log)
 	if err != nil {
 		_ = s.specSub.Unsubscribe()
