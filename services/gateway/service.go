@@ -41,6 +41,8 @@ type Service struct {
 	// tenants is herald's configuration, read for its tenants' weights
 	// and model-call limits.
 	tenants config.Config
+	// slots are the tenants' model-call limits, shared by every gateway.
+	slots *bus.Slots
 
 	mu       sync.Mutex
 	worker   *bus.Worker
@@ -58,7 +60,7 @@ func New(cfg Config, deps service.Deps) (*Service, error) {
 	if deps.NC == nil || deps.JS == nil {
 		return nil, errors.New("gateway: a NATS connection and JetStream are required")
 	}
-	s := &Service{cfg: cfg, tenants: deps.Config, nc: deps.NC, js: deps.JS, log: deps.Log.With().Str("service", "gateway").Logger(),
+	s := &Service{cfg: cfg, tenants: deps.Config, slots: bus.NewSlots(deps.JS), nc: deps.NC, js: deps.JS, log: deps.Log.With().Str("service", "gateway").Logger(),
 		pricer: NewPricer(cfg.Pricing), inflight: newInflight(), health: newHealth(cfg.RateLimitCooldown)}
 	hc := newHTTPClient(cfg.StreamIdleTimeout)
 	s.hc = hc

@@ -147,3 +147,23 @@ func TestATenantsSessionLimitHoldsAcrossProcesses(t *testing.T) {
 	// each session makes one model call: calls in flight are sessions going
 	require.Equal(t, 2, acme.max(), "two sessions at once, never more, across both processes")
 }
+
+// A tenant's model calls beyond max_concurrent_model_calls wait their turn:
+// never more in flight at once, none failed.
+func TestATenantsModelCallsWaitForItsLimit(t *testing.T) {
+	var acme inFlight
+	h := Start(t, acme.script("acme", 150*time.Millisecond), WithConfig(func(c *config.Config) {
+		c.Tenants = map[string]config.TenantLimits{"acme": {MaxConcurrentModelCalls: 2}}
+	}))
+	var tasks []proto.Task
+	for i := range 6 {
+		task := NewTask(fmt.Sprintf("acme %d", i))
+		tasks = append(tasks, task)
+		h.submitOn(bus.TenantTasks("acme"), task)
+	}
+	for _, task := range tasks {
+		require.Equal(t, proto.ExitTextResponse, h.WaitResult(task, 60*time.Second).ExitReason)
+	}
+	require.Equal(t, 2, acme.max(), "two model calls at once, never more")
+	require.Empty(t, heraldtest.DeadLetters(t, h.JS, bus.StreamLLMRequests))
+}
