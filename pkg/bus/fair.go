@@ -105,8 +105,13 @@ func IsWait(err error) bool {
 }
 
 // parkRetry is how often a waiting scope's oldest message is tried again
-// when nothing in this process freed room (room freed by another process).
-const parkRetry = 200 * time.Millisecond
+// when nothing in this process freed room (room freed by another process);
+// every message waiting is tried again every refreshAll, so that each
+// renews its place under a limit (WaitLease) while an older one waits.
+const (
+	parkRetry  = 200 * time.Millisecond
+	refreshAll = 5 * time.Second
+)
 
 // job is a message on its way to a handler: its tenant and, for a message
 // that waited, the scope it waited in.
@@ -211,18 +216,22 @@ func (q *fairQueue) park(j job, scope string) {
 	q.parked[scope] = p
 }
 
-// retryHeads queues each waiting scope's oldest message to be tried again,
-// unless one of the scope is with a handler already; it reports whether
-// any was queued.
-func (q *fairQueue) retryHeads() bool {
+// retryHeads queues each waiting scope's oldest message (all of them,
+// with all) to be tried again, unless one of the scope is with a handler
+// already; it reports whether any was queued.
+func (q *fairQueue) retryHeads(all bool) bool {
 	queued := false
 	for scope, p := range q.parked {
 		if len(p) == 0 || q.trying[scope] > 0 {
 			continue
 		}
-		q.trying[scope]++
-		q.retry = append(q.retry, p[0])
-		q.parked[scope] = p[1:]
+		n := 1
+		if all {
+			n = len(p)
+		}
+		q.trying[scope] += n
+		q.retry = append(q.retry, p[:n]...)
+		q.parked[scope] = p[n:]
 		queued = true
 	}
 	return queued
@@ -340,6 +349,7 @@ func (w *Worker) keep() {
 	defer alive.Stop()
 	retry := time.NewTicker(parkRetry)
 	defer retry.Stop()
+	refreshed := time.Now()
 	for {
 		select {
 		case <-w.stopping:
@@ -351,9 +361,13 @@ func (w *Worker) keep() {
 			for _, m := range held {
 				_ = m.InProgress()
 			}
-		case <-retry.C:
+		case now := <-retry.C:
+			all := now.Sub(refreshed) >= refreshAll
+			if all {
+				refreshed = now
+			}
 			w.qmu.Lock()
-			queued := w.window.retryHeads()
+			queued := w.window.retryHeads(all)
 			w.qmu.Unlock()
 			if queued {
 				w.wake()

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -128,6 +129,12 @@ func BenchmarkFairShareFlood(b *testing.B) {
 				h := Start(b, model.script)
 				h.StopEventLog()
 				results := countResults(b, h)
+				var startedAt atomic.Int64 // the turn's first event: the loop took the task
+				sub, err := h.NC.Subscribe(bus.SessionEvents("s-globex"), func(*nats.Msg) {
+					startedAt.CompareAndSwap(0, time.Now().UnixNano())
+				})
+				require.NoError(b, err)
+				defer func() { _ = sub.Unsubscribe() }()
 				start := time.Now()
 				if c.flood {
 					publishAll(b, h, "acme", "a", flood)
@@ -138,6 +145,7 @@ func BenchmarkFairShareFlood(b *testing.B) {
 				require.NoError(b, bus.PublishJSON(ctx, h.JS, bus.TenantTasks(c.subject), "", task))
 				cancel()
 				require.Eventually(b, func() bool { return !results.when("g-0").IsZero() }, 5*time.Minute, time.Millisecond)
+				b.ReportMetric(float64(time.Unix(0, startedAt.Load()).Sub(published).Milliseconds()), "globex-started-ms")
 				b.ReportMetric(float64(model.firstCall("globex task").Sub(published).Milliseconds()), "globex-first-call-ms")
 				b.ReportMetric(float64(results.when("g-0").Sub(published).Milliseconds()), "globex-result-ms")
 				if c.flood {
