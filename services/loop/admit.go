@@ -15,11 +15,13 @@ import (
 // worker's window (bus.Wait) and tried again as slots free, oldest first,
 // and its session's events say queued, with its position, each time that
 // changes. It returns the tenant whose slot the turn holds ("" for none).
-// A run the api admitted holds its slot already, under the same id.
+// A run the api admitted holds its slot already, under the same id. A
+// subagent's task runs within its parent's turn, whose slot it shares:
+// made to wait for a slot, it could wait for its own parent forever.
 func (s *Service) admitTurn(ctx context.Context, task proto.Task, published time.Time) (string, error) {
 	tenant := firstNonEmpty(task.Tenant, s.cfg.Tenant)
 	limit := s.deps.Config.Tenants[tenant].SessionLimit()
-	if tenant == "" || limit <= 0 {
+	if tenant == "" || limit <= 0 || task.ParentSessionID != "" {
 		return "", nil
 	}
 	scope := bus.SessionsScope(tenant)

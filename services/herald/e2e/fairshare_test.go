@@ -167,3 +167,25 @@ func TestATenantsModelCallsWaitForItsLimit(t *testing.T) {
 	require.Equal(t, 2, acme.max(), "two model calls at once, never more")
 	require.Empty(t, heraldtest.DeadLetters(t, h.JS, bus.StreamLLMRequests))
 }
+
+// A subagent runs within its parent's turn: a tenant at its session limit
+// still gets its parent's delegate_task answered (made to wait for a slot,
+// the child would wait for its own parent forever).
+func TestSubagentsOfATenantAtItsSessionLimitAreNotQueued(t *testing.T) {
+	h := Start(t, func(r *scripted.Request) scripted.Reply {
+		if r.FirstUser() == "acme parent" {
+			if r.AssistantCount() == 0 {
+				return scripted.Tool("delegate_task", `{"goal":"child part"}`)
+			}
+			return scripted.Text("parent done")
+		}
+		return scripted.Text("child done")
+	}, WithConfig(func(c *config.Config) {
+		c.Tenants = map[string]config.TenantLimits{"acme": {MaxConcurrentSessions: 1}}
+	}))
+	task := NewTask("acme parent")
+	h.submitOn(bus.TenantTasks("acme"), task)
+	res := h.WaitResult(task, 60*time.Second)
+	require.Equal(t, "parent done", res.FinalResponse)
+	require.Equal(t, []string{"child done"}, toolContents(h.Transcript(task.SessionID)))
+}
