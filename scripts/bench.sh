@@ -15,6 +15,7 @@ run -bench 'BenchmarkStepOverhead' -benchtime 20x ./services/herald/e2e/   # and
 run -bench 'BenchmarkStepThroughBus|BenchmarkStepInProcess' -benchtime 30x ./services/herald/e2e/
 run -bench 'BenchmarkConcurrentSessions' -benchtime 1x -timeout 30m ./services/herald/e2e/   # and BenchmarkConcurrentSessionsProcess (each side its own process)
 run -bench 'BenchmarkSustainedLoad' -benchtime 1x -timeout 30m ./services/herald/e2e/
+run -bench 'BenchmarkFairShare' -benchtime 1x -timeout 15m ./services/herald/e2e/   # issue 29: a flood beside alone and first come first served; weights
 run -bench 'BenchmarkGatewayAddedLatency' ./services/gateway/
 run -bench 'BenchmarkRunnersScaleOut' -benchtime 1x -timeout 20m ./services/toolrunner/
 run -bench 'BenchmarkFileTools' -count 5 ./services/toolrunner/   # confined file access per call (issue 26)
