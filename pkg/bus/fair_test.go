@@ -254,3 +254,37 @@ func TestWaitingMessagesAreTriedAgainAndNeverFail(t *testing.T) {
 	require.Eventually(t, func() bool { return streamEmpty(t, b) }, 10*time.Second, 10*time.Millisecond)
 	require.Empty(t, heraldtest.DeadLetters(t, b.JS, bus.StreamTasks))
 }
+
+// A task's publisher cannot choose whose turn its task takes: on task
+// subjects the Herald-Tenant header is ignored, the subject's tenant (or
+// the body's, on herald.tasks) counts.
+func TestAForgedTenantHeaderOnATaskIsIgnored(t *testing.T) {
+	b := heraldtest.StartBus(t)
+	ctx := context.Background()
+	forged := func(subject, body string) {
+		m := bus.NewMsg(subject, []byte(body))
+		m.Header.Set(bus.HeaderTenant, "globex")
+		_, err := b.JS.PublishMsg(ctx, m)
+		require.NoError(t, err)
+	}
+	forged(bus.TenantTasks("acme"), "on acme's subject")
+	forged(bus.TasksSubject, `{"prompt":"body names acme","tenant":"acme"}`)
+	forged(bus.TasksSubject, `{"prompt":"names no tenant"}`)
+	var mu sync.Mutex
+	seen := map[string]string{}
+	w, err := bus.StartWorker(ctx, b.JS, bus.ConsumerSpec{Stream: bus.StreamTasks, Durable: "forged",
+		FilterSubjects: []string{bus.TasksSubject, bus.TenantTasksFilter}}, func(ctx context.Context, m jetstream.Msg) error {
+		mu.Lock()
+		seen[string(m.Data())] = bus.TenantOf(ctx)
+		mu.Unlock()
+		return nil
+	}, heraldtest.Logger(t))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = w.Stop(context.Background()) })
+	require.Eventually(t, func() bool { mu.Lock(); defer mu.Unlock(); return len(seen) == 3 }, 10*time.Second, 5*time.Millisecond)
+	require.Equal(t, map[string]string{
+		"on acme's subject":                            "acme",
+		`{"prompt":"body names acme","tenant":"acme"}`: "acme",
+		`{"prompt":"names no tenant"}`:                 "",
+	}, seen)
+}
