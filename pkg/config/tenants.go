@@ -70,10 +70,13 @@ func (c Config) validateTenants() []error {
 		if !ValidTenant(name) {
 			errs = append(errs, fmt.Errorf("tenants: %q is not a tenant name (letters, digits, '-' and '_', at most 128)", name))
 		}
-		for key, v := range map[string]int{"max_concurrent_runs": l.MaxConcurrentRuns, "weight": l.Weight,
-			"max_concurrent_sessions": l.MaxConcurrentSessions, "max_concurrent_model_calls": l.MaxConcurrentModelCalls} {
-			if v < 0 {
-				errs = append(errs, fmt.Errorf("tenants.%s.%s must not be negative", name, key))
+		for _, f := range []struct {
+			key string
+			v   int
+		}{{"max_concurrent_runs", l.MaxConcurrentRuns}, {"weight", l.Weight},
+			{"max_concurrent_sessions", l.MaxConcurrentSessions}, {"max_concurrent_model_calls", l.MaxConcurrentModelCalls}} {
+			if f.v < 0 {
+				errs = append(errs, fmt.Errorf("tenants.%s.%s must not be negative", name, f.key))
 			}
 		}
 		if l.Weight > 1000 {
