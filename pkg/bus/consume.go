@@ -163,11 +163,11 @@ func StartWorker(ctx context.Context, js jetstream.JetStream, spec ConsumerSpec,
 	return w, nil
 }
 
-// pull asks for messages only once handlers are free for them, one pull
-// request for as many messages as handlers are free (reserveMore), so no
-// message waits in a client buffer while the handlers are busy: a buffer the
-// client drops from on overflow once held a message until AckWait (then 30 s for
-// the tool runner).
+// pull asks for messages only once the window (fair.go) has room for them,
+// one pull request for as much room as there is (reserveMore), so no
+// message waits in a client buffer the worker does not keep alive: a buffer
+// the client drops from on overflow once held a message until AckWait (then
+// 30 s for the tool runner). Messages in the window are kept alive.
 //
 // Each pull is its own request (Fetch), answered by a message, the server's
 // timeout or two missed heartbeats. The client's message iterator, asked
@@ -207,11 +207,10 @@ func (w *Worker) pull(pulling context.Context, cons jetstream.Consumer) {
 	}
 }
 
-// reserveMore takes up to n more idle handlers without waiting, so that one
-// pull asks for as many messages as there are handlers free for them: under
+// reserveMore takes up to n more of the window's room without waiting, so
+// that one pull asks for as many messages as the window can take: under
 // load a pull of one message each was what capped a worker's throughput
-// (each costs a round trip to the server), while an idle worker still asks
-// for one at a time.
+// (each costs a round trip to the server).
 func (w *Worker) reserveMore(n int) int {
 	for got := 0; got < n; got++ {
 		select {
@@ -223,9 +222,9 @@ func (w *Worker) reserveMore(n int) int {
 	return n
 }
 
-// fetch asks the server for up to n messages, a handler reserved for each,
-// and hands each to its handler as it comes, until n came, the server's
-// timeout or two missed heartbeats; it returns how many came.
+// fetch asks the server for up to n messages, room in the window reserved
+// for each, and puts each in the window as it comes, until n came, the
+// server's timeout or two missed heartbeats; it returns how many came.
 func (w *Worker) fetch(pulling context.Context, cons jetstream.Consumer, n int) (int, error) {
 	ctx, cancel := context.WithTimeout(pulling, pullExpiry)
 	defer cancel()
