@@ -129,6 +129,10 @@ const (
 	// says why), context files no tool runner answered for, a tool call no
 	// runner of its pool takes.
 	EventWarning = "warning"
+	// EventQueued says a task waits for its tenant's limit
+	// (max_concurrent_sessions): Position 1 starts next. It comes again
+	// each time the position changes, until the turn starts.
+	EventQueued = "queued"
 )
 
 // Loop states carried by state events.
@@ -171,6 +175,8 @@ type Event struct {
 	Result   *Result `json:"result,omitempty"`
 	// File is the workspace file a warning is about.
 	File string `json:"file,omitempty"`
+	// Position is a queued task's place among its tenant's waiting ones.
+	Position int `json:"position,omitempty"`
 	// BoundTenant, set by publishers for a session bound to a tenant
 	// (herald.tasks.<tenant>), also publishes the event on
 	// herald.tenant.<tenant>.session.<sid>.events; it is not part of the JSON.

@@ -19,10 +19,11 @@ const (
 	pullHeartbeat = 2 * time.Second
 	// pullRetryDelay spaces pulls the server refuses (a deleted consumer).
 	pullRetryDelay = 250 * time.Millisecond
-	// pullers caps the pull requests a worker keeps open at once.
-	pullers = 4
+	// pullers is the pull requests a worker keeps open at once: one, so
+	// that a tenant's messages join the window in their order (fair.go).
+	pullers = 1
 	// maxPullBatch caps the messages one pull request asks for.
-	maxPullBatch = 64
+	maxPullBatch = 256
 )
 
 // DefaultAckWait is how long a message a process took may go unanswered
@@ -47,6 +48,12 @@ type ConsumerSpec struct {
 	RetryDelays []time.Duration
 	// DeliverNew starts a new consumer at the end of the stream.
 	DeliverNew bool
+	// Weight is a tenant's share of the handlers when several tenants have
+	// work waiting (fair.go); nil or below 1 is 1.
+	Weight func(tenant string) int
+	// Lookahead is how many pending messages the worker holds beyond its
+	// handlers to share them fairly (0: DefaultLookahead).
+	Lookahead int
 }
 
 func (s *ConsumerSpec) defaults() {
@@ -60,6 +67,9 @@ func (s *ConsumerSpec) defaults() {
 		// Short, so a crashed process's messages are redelivered within
 		// seconds; long handlers are kept alive by keepAlive.
 		s.AckWait = DefaultAckWait
+	}
+	if s.Lookahead <= 0 {
+		s.Lookahead = DefaultLookahead(s.Concurrency)
 	}
 	if len(s.RetryDelays) == 0 {
 		s.RetryDelays = []time.Duration{100 * time.Millisecond, 500 * time.Millisecond, 2 * time.Second, 5 * time.Second}
@@ -95,10 +105,20 @@ type Worker struct {
 	stopPulls context.CancelFunc
 	// idle holds a token for each handler free to take a message.
 	idle chan struct{}
+	// space holds a token for each message the window may still take;
+	// window is the fair queue they wait in (fair.go), ready wakes the
+	// dispatcher when a message joins it.
+	space  chan struct{}
+	qmu    sync.Mutex
+	window *fairQueue
+	ready  chan struct{}
+	// pulling counts the pullers, the dispatcher and the keeper: once
+	// they are done, nothing more joins the window.
+	pulling sync.WaitGroup
 	// handling is the context messages are handled in; jobs carries a
 	// message to a handler goroutine waiting for one (handlers.go).
 	handling context.Context
-	jobs     chan jetstream.Msg
+	jobs     chan job
 	mu       sync.Mutex
 	waiting  int // handler goroutines waiting on jobs not yet claimed
 	stopping chan struct{}
@@ -120,27 +140,34 @@ func StartWorker(ctx context.Context, js jetstream.JetStream, spec ConsumerSpec,
 	}
 	handling, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	w := &Worker{spec: spec, js: js, handler: h, cancel: cancel, handling: handling,
-		idle: make(chan struct{}, spec.Concurrency), jobs: make(chan jetstream.Msg, spec.Concurrency), stopping: make(chan struct{}),
+		idle: make(chan struct{}, spec.Concurrency), jobs: make(chan job, spec.Concurrency), stopping: make(chan struct{}),
+		space: make(chan struct{}, spec.Lookahead), window: newFairQueue(spec.Weight), ready: make(chan struct{}, 1),
 		log: log.With().Str("stream", spec.Stream).Str("consumer", spec.Durable).Logger()}
 	for range spec.Concurrency {
 		w.idle <- struct{}{}
+	}
+	for range spec.Lookahead {
+		w.space <- struct{}{}
 	}
 	w.unwatch = telemetry.WatchConsumer(spec.Stream, spec.Durable, backlog(cons))
 	w.unanchor = KeepAnchor(js, spec.Stream, w.log)
 	pulling, stopPulls := context.WithCancel(context.WithoutCancel(ctx))
 	w.stopPulls = stopPulls
-	for range min(spec.Concurrency, pullers) {
-		w.wg.Add(1)
+	for range pullers {
+		w.pulling.Add(1)
 		go w.pull(pulling, cons)
 	}
+	w.pulling.Add(2)
+	go w.dispatchLoop()
+	go w.keep()
 	return w, nil
 }
 
-// pull asks for messages only once handlers are free for them, one pull
-// request for as many messages as handlers are free (reserveMore), so no
-// message waits in a client buffer while the handlers are busy: a buffer the
-// client drops from on overflow once held a message until AckWait (then 30 s for
-// the tool runner).
+// pull asks for messages only once the window (fair.go) has room for them,
+// one pull request for as much room as there is (reserveMore), so no
+// message waits in a client buffer the worker does not keep alive: a buffer
+// the client drops from on overflow once held a message until AckWait (then
+// 30 s for the tool runner). Messages in the window are kept alive.
 //
 // Each pull is its own request (Fetch), answered by a message, the server's
 // timeout or two missed heartbeats. The client's message iterator, asked
@@ -152,17 +179,17 @@ func StartWorker(ctx context.Context, js jetstream.JetStream, spec ConsumerSpec,
 // Short pulls with frequent heartbeats notice a restarted or failed-over
 // server within seconds rather than the client's default half-minute.
 func (w *Worker) pull(pulling context.Context, cons jetstream.Consumer) {
-	defer w.wg.Done()
+	defer w.pulling.Done()
 	for {
 		select {
-		case <-w.idle:
+		case <-w.space:
 		case <-w.stopping:
 			return
 		}
 		reserved := 1 + w.reserveMore(maxPullBatch-1)
 		got, err := w.fetch(pulling, cons, reserved)
 		for range reserved - got {
-			w.idle <- struct{}{}
+			w.space <- struct{}{}
 		}
 		if got > 0 {
 			continue
@@ -180,15 +207,14 @@ func (w *Worker) pull(pulling context.Context, cons jetstream.Consumer) {
 	}
 }
 
-// reserveMore takes up to n more idle handlers without waiting, so that one
-// pull asks for as many messages as there are handlers free for them: under
+// reserveMore takes up to n more of the window's room without waiting, so
+// that one pull asks for as many messages as the window can take: under
 // load a pull of one message each was what capped a worker's throughput
-// (each costs a round trip to the server), while an idle worker still asks
-// for one at a time.
+// (each costs a round trip to the server).
 func (w *Worker) reserveMore(n int) int {
 	for got := 0; got < n; got++ {
 		select {
-		case <-w.idle:
+		case <-w.space:
 		default:
 			return got
 		}
@@ -196,9 +222,9 @@ func (w *Worker) reserveMore(n int) int {
 	return n
 }
 
-// fetch asks the server for up to n messages, a handler reserved for each,
-// and hands each to its handler as it comes, until n came, the server's
-// timeout or two missed heartbeats; it returns how many came.
+// fetch asks the server for up to n messages, room in the window reserved
+// for each, and puts each in the window as it comes, until n came, the
+// server's timeout or two missed heartbeats; it returns how many came.
 func (w *Worker) fetch(pulling context.Context, cons jetstream.Consumer, n int) (int, error) {
 	ctx, cancel := context.WithTimeout(pulling, pullExpiry)
 	defer cancel()
@@ -208,10 +234,10 @@ func (w *Worker) fetch(pulling context.Context, cons jetstream.Consumer, n int) 
 	}
 	got := 0
 	for msg := range batch.Messages() {
-		// A message that came as the pull was stopped is handled all the
-		// same: a handler is reserved for it.
+		// A message that came as the pull was stopped joins the window
+		// all the same (room is reserved for it); Stop hands it back.
 		got++
-		w.dispatch(msg)
+		w.enqueue(msg)
 	}
 	if err := batch.Error(); err != nil && !errors.Is(err, context.DeadlineExceeded) {
 		return got, err
@@ -231,10 +257,14 @@ func (w *Worker) pullFailed(err error) bool {
 	return false
 }
 
-func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
+func (w *Worker) handle(ctx context.Context, j job) {
+	msg := j.msg
 	stop := w.keepAlive(msg)
-	err := w.call(telemetry.Extract(ctx, msg.Headers()), msg)
+	err := w.call(WithTenant(telemetry.Extract(ctx, msg.Headers()), j.tenant), msg)
 	stop()
+	if w.settled(j, err) {
+		return
+	}
 	if err == nil {
 		claimed := msg.Headers().Get(HeaderClaim) != "" && isWorkQueue(w.spec.Stream)
 		if ackErr := ack(ctx, msg, claimed); ackErr != nil {
@@ -347,6 +377,8 @@ func (w *Worker) Stop(ctx context.Context) error {
 		w.unanchor()
 		close(w.stopping)
 		w.stopPulls()
+		w.pulling.Wait()
+		w.handBack()
 	})
 	done := make(chan struct{})
 	go func() { w.wg.Wait(); close(done) }()

@@ -1,7 +1,5 @@
 package bus
 
-import "github.com/nats-io/nats.go/jetstream"
-
 // A worker's handler goroutines outlive the message they were started for:
 // one that is done waits on jobs for the next. A goroutine started per
 // message began with a small stack and grew it (copying it each time) to the
@@ -12,7 +10,7 @@ import "github.com/nats-io/nats.go/jetstream"
 // dispatch hands msg to a waiting handler goroutine, or starts one. It claims
 // the goroutine before sending, so every message sent has a goroutine of its
 // own to take it, never one still busy with another.
-func (w *Worker) dispatch(msg jetstream.Msg) {
+func (w *Worker) dispatch(msg job) {
 	w.mu.Lock()
 	claimed := w.waiting > 0
 	if claimed {
@@ -29,7 +27,7 @@ func (w *Worker) dispatch(msg jetstream.Msg) {
 
 // serve handles msg, then each message dispatched to it, until the worker
 // stops. A message claimed for it as the worker stops is still handled.
-func (w *Worker) serve(msg jetstream.Msg) {
+func (w *Worker) serve(msg job) {
 	defer w.wg.Done()
 	for {
 		w.handle(w.handling, msg)

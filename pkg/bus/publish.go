@@ -181,9 +181,16 @@ func NewMsg(subject string, data []byte) *nats.Msg {
 }
 
 // NewTracedMsg is NewMsg carrying ctx's trace context (W3C traceparent) in
-// its headers, so the consumer's work joins the publisher's trace.
+// its headers, so the consumer's work joins the publisher's trace, and the
+// tenant ctx's work is for (WithTenant), so it is scheduled fairly.
 func NewTracedMsg(ctx context.Context, subject string, data []byte) *nats.Msg {
 	m := NewMsg(subject, data)
 	telemetry.Inject(ctx, m.Header)
+	if t := TenantOf(ctx); t != "" {
+		if m.Header == nil {
+			m.Header = nats.Header{}
+		}
+		m.Header.Set(HeaderTenant, t)
+	}
 	return m
 }

@@ -155,6 +155,7 @@ func Buckets(replicas int) []jetstream.KeyValueConfig {
 	}
 	return []jetstream.KeyValueConfig{
 		{Bucket: BucketSessions, History: 1, Storage: jetstream.FileStorage, Replicas: replicas},
+		{Bucket: BucketLimits, History: 1, Storage: jetstream.FileStorage, Replicas: replicas},
 		{Bucket: BucketMemory, History: 5, Storage: jetstream.FileStorage, Replicas: replicas},
 		{Bucket: BucketSpend, History: 1, Storage: jetstream.FileStorage, Replicas: replicas},
 		{Bucket: BucketToolRunner, History: 1, TTL: ToolRunnerStateTTL, Storage: jetstream.FileStorage, Replicas: replicas},

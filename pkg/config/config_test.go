@@ -80,3 +80,20 @@ func TestBudgetTenantKeysMustBeTenantNames(t *testing.T) {
 	cfg.Budgets.Tenants = map[string]BudgetLimits{"acme_2-x": {Total: 1}, strings.Repeat("a", 128): {Daily: 1}}
 	require.NoError(t, cfg.Validate())
 }
+
+// A tenant's limits are counts: a negative one, or a weight past 1000, is a
+// configuration error naming the key; max_concurrent_runs and
+// max_concurrent_sessions are one limit, the smaller counting.
+func TestTenantLimitsAreCheckedAndOneSessionLimit(t *testing.T) {
+	cfg := Default()
+	cfg.Tenants = map[string]TenantLimits{"acme": {MaxConcurrentModelCalls: -1}}
+	require.ErrorContains(t, cfg.Validate(), "tenants.acme.max_concurrent_model_calls must not be negative")
+	cfg.Tenants = map[string]TenantLimits{"acme": {Weight: 1001}}
+	require.ErrorContains(t, cfg.Validate(), "tenants.acme.weight must be at most 1000")
+	require.Equal(t, 3, TenantLimits{MaxConcurrentRuns: 5, MaxConcurrentSessions: 3}.SessionLimit())
+	require.Equal(t, 5, TenantLimits{MaxConcurrentRuns: 5}.SessionLimit())
+	require.Equal(t, 0, TenantLimits{}.SessionLimit())
+	cfg.Tenants = map[string]TenantLimits{"acme": {Weight: 3}}
+	require.Equal(t, 3, cfg.TenantWeight("acme"))
+	require.Equal(t, 1, cfg.TenantWeight("globex"))
+}

@@ -9,8 +9,40 @@ import (
 // place per-tenant limits live, whichever service enforces them.
 type TenantLimits struct {
 	// MaxConcurrentRuns caps the runs (api requests that start a turn) the
-	// tenant has going at once; 0 is no cap.
+	// tenant has going at once; 0 is no cap. A run is a session's turn, so
+	// this is MaxConcurrentSessions by its api name (SessionLimit).
 	MaxConcurrentRuns int `yaml:"max_concurrent_runs"`
+	// Weight is the tenant's share of every service's handlers when several
+	// tenants have work waiting (default 1: equal shares).
+	Weight int `yaml:"weight"`
+	// MaxConcurrentSessions caps the tenant's sessions with a turn going at
+	// once, across every process; a task beyond it waits (its session's
+	// events say queued, with its position) and starts in its order.
+	MaxConcurrentSessions int `yaml:"max_concurrent_sessions"`
+	// MaxConcurrentModelCalls caps the tenant's model calls in flight at
+	// once, across every gateway; a call beyond it waits its turn.
+	MaxConcurrentModelCalls int `yaml:"max_concurrent_model_calls"`
+}
+
+// SessionLimit is the tenant's cap on sessions with a turn going (0: none):
+// max_concurrent_sessions and the api's max_concurrent_runs are one limit,
+// the smaller when both are set.
+func (l TenantLimits) SessionLimit() int {
+	switch {
+	case l.MaxConcurrentSessions <= 0:
+		return max(l.MaxConcurrentRuns, 0)
+	case l.MaxConcurrentRuns <= 0:
+		return l.MaxConcurrentSessions
+	}
+	return min(l.MaxConcurrentSessions, l.MaxConcurrentRuns)
+}
+
+// TenantWeight is tenant's fair-share weight (1 unless configured).
+func (c Config) TenantWeight(tenant string) int {
+	if w := c.Tenants[tenant].Weight; w > 0 {
+		return w
+	}
+	return 1
 }
 
 // API configures the api service (`api:`).
@@ -38,8 +70,17 @@ func (c Config) validateTenants() []error {
 		if !ValidTenant(name) {
 			errs = append(errs, fmt.Errorf("tenants: %q is not a tenant name (letters, digits, '-' and '_', at most 128)", name))
 		}
-		if l.MaxConcurrentRuns < 0 {
-			errs = append(errs, fmt.Errorf("tenants.%s.max_concurrent_runs must not be negative", name))
+		for _, f := range []struct {
+			key string
+			v   int
+		}{{"max_concurrent_runs", l.MaxConcurrentRuns}, {"weight", l.Weight},
+			{"max_concurrent_sessions", l.MaxConcurrentSessions}, {"max_concurrent_model_calls", l.MaxConcurrentModelCalls}} {
+			if f.v < 0 {
+				errs = append(errs, fmt.Errorf("tenants.%s.%s must not be negative", name, f.key))
+			}
+		}
+		if l.Weight > 1000 {
+			errs = append(errs, fmt.Errorf("tenants.%s.weight must be at most 1000, got %d", name, l.Weight))
 		}
 	}
 	switch c.API.OverLimit {

@@ -1,8 +1,12 @@
 package api
 
 import (
+	"context"
 	"errors"
 	"sync"
+	"time"
+
+	"github.com/heraldrun/herald/pkg/bus"
 )
 
 // errOverLimit says a run is beyond its key's or tenant's concurrency limit
@@ -15,6 +19,8 @@ type ticket struct {
 	keyID    string
 	keyLimit int
 	tenant   string
+	// order places the run among those waiting (its arrival, Unix ns).
+	order int64
 }
 
 // waiter is a queued run; ready is closed when it is admitted.
@@ -24,61 +30,128 @@ type waiter struct {
 	pos   int // the position it was last told
 }
 
-// admission holds runs to their key's and tenant's max_concurrent_runs.
-// Runs beyond a limit wait in arrival order (or are refused, with reject);
-// one waiting for a full limit never holds back one whose limits have room.
+// retryEvery is how often queued runs ask again for room freed by another
+// process (room this process frees is offered at once).
+const retryEvery = 200 * time.Millisecond
+
+// admission holds runs to their key's and tenant's max_concurrent_runs,
+// counted across every api process and with the loop's
+// max_concurrent_sessions, which is the same limit (bus.Slots: a run's slot
+// is its task's, under the run's id). Runs beyond a limit wait in arrival
+// order (or are refused, with reject); one waiting for a full limit never
+// holds back one whose limits have room.
 type admission struct {
 	reject      bool
 	tenantLimit map[string]int
+	slots       *bus.Slots
 
-	mu       sync.Mutex
-	active   map[string]ticket
-	byKey    map[string]int
-	byTenant map[string]int
-	queue    []*waiter
+	mu     sync.Mutex
+	active map[string]ticket
+	queue  []*waiter
 	// moved is told the runs whose queue position changed.
 	moved func(positions map[string]int)
+	// retry wakes the loop that offers freed room to the queue.
+	retry   chan struct{}
+	started sync.Once
 }
 
-func newAdmission(reject bool, tenantLimit map[string]int) *admission {
-	return &admission{reject: reject, tenantLimit: tenantLimit, active: map[string]ticket{},
-		byKey: map[string]int{}, byTenant: map[string]int{}, moved: func(map[string]int) {}}
+func newAdmission(reject bool, tenantLimit map[string]int, slots *bus.Slots) *admission {
+	return &admission{reject: reject, tenantLimit: tenantLimit, slots: slots, active: map[string]ticket{},
+		moved: func(map[string]int) {}, retry: make(chan struct{}, 1)}
+}
+
+// run offers freed room to queued runs until ctx ends.
+func (a *admission) run(ctx context.Context) {
+	t := time.NewTicker(retryEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-a.retry:
+		}
+		if moved := a.admitWaiters(ctx); len(moved) > 0 {
+			a.moved(moved)
+		}
+	}
+}
+
+func (a *admission) start(ctx context.Context) {
+	a.started.Do(func() { go a.run(ctx) })
 }
 
 // admit takes a slot for t now (position 0), or queues it and returns its
 // position (1: next) and a channel closed when it gets its slot.
 func (a *admission) admit(t ticket) (int, <-chan struct{}, error) {
+	if t.order == 0 {
+		t.order = time.Now().UnixNano()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.fits(t) && a.position(t, len(a.queue)) == 1 {
-		a.take(t)
+	pos, err := a.try(ctx, t)
+	if err != nil {
+		return 0, nil, err
+	}
+	if pos == 0 {
+		a.active[t.runID] = t
 		return 0, nil, nil
 	}
 	if a.reject {
+		a.forget(ctx, t)
 		return 0, nil, errOverLimit
 	}
-	w := &waiter{ticket: t, ready: make(chan struct{})}
+	w := &waiter{ticket: t, ready: make(chan struct{}), pos: pos}
 	a.queue = append(a.queue, w)
-	w.pos = a.position(t, len(a.queue)-1)
-	return w.pos, w.ready, nil
+	return pos, w.ready, nil
 }
 
-// release frees the run's slot (a no-op for a run holding none) and admits
-// the waiters that now fit, in order.
+// try asks for t's slots, its key's then its tenant's; it returns 0 when t
+// holds both, else its position in the queue it waits in. A run waiting for
+// its tenant keeps its key's slot meanwhile: the key's other runs would wait
+// for the same tenant.
+func (a *admission) try(ctx context.Context, t ticket) (int, error) {
+	if t.keyLimit > 0 && t.keyID != "" {
+		p, err := a.slots.Acquire(ctx, bus.KeyRunsScope(t.keyID), t.keyLimit, t.runID, t.order)
+		if err != nil || p.Position > 0 {
+			return p.Position, err
+		}
+	}
+	if limit := a.tenantLimit[t.tenant]; limit > 0 {
+		p, err := a.slots.Acquire(ctx, bus.SessionsScope(t.tenant), limit, t.runID, t.order)
+		return p.Position, err
+	}
+	return 0, nil
+}
+
+// forget gives back t's slots and places.
+func (a *admission) forget(ctx context.Context, t ticket) {
+	if a.tenantLimit[t.tenant] > 0 {
+		_ = a.slots.Release(ctx, bus.SessionsScope(t.tenant), t.runID)
+	}
+	if t.keyLimit > 0 && t.keyID != "" {
+		_ = a.slots.Release(ctx, bus.KeyRunsScope(t.keyID), t.runID)
+	}
+}
+
+// release frees the run's slot (a no-op for a run holding none) and offers
+// the room to the queue at once.
 func (a *admission) release(runID string) {
 	a.mu.Lock()
 	t, ok := a.active[runID]
+	delete(a.active, runID)
+	a.mu.Unlock()
 	if !ok {
-		a.mu.Unlock()
 		return
 	}
-	delete(a.active, runID)
-	a.byKey[t.keyID]--
-	a.byTenant[t.tenant]--
-	moved := a.admitWaiters()
-	a.mu.Unlock()
-	if len(moved) > 0 {
-		a.moved(moved)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	a.forget(ctx, t)
+	select {
+	case a.retry <- struct{}{}:
+	default:
 	}
 }
 
@@ -90,59 +163,42 @@ func (a *admission) withdraw(runID string) bool {
 	for i, w := range a.queue {
 		if w.runID == runID {
 			a.queue = append(a.queue[:i], a.queue[i+1:]...)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			a.forget(ctx, w.ticket)
 			return true
 		}
 	}
 	return false
 }
 
-// admitWaiters admits every waiter that fits, in order, and returns the
-// new positions of those still waiting whose position changed.
-func (a *admission) admitWaiters() map[string]int {
+// admitWaiters asks again, in order, for every queued run, admits those
+// that get their slots, and returns the new positions of those still
+// waiting whose position changed.
+func (a *admission) admitWaiters(ctx context.Context) map[string]int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	positions := map[string]int{}
 	kept := a.queue[:0]
 	for _, w := range a.queue {
-		if a.fits(w.ticket) {
-			a.take(w.ticket)
+		pos, err := a.try(ctx, w.ticket)
+		switch {
+		case err != nil:
+			kept = append(kept, w) // asked again at the next turn
+		case pos == 0:
+			a.active[w.runID] = w.ticket
 			close(w.ready)
-			continue
+		default:
+			if pos != w.pos {
+				w.pos = pos
+				positions[w.runID] = pos
+			}
+			kept = append(kept, w)
 		}
-		kept = append(kept, w)
 	}
+	clear(a.queue[len(kept):])
 	a.queue = kept
-	positions := map[string]int{}
-	for i, w := range a.queue {
-		if pos := a.position(w.ticket, i); pos != w.pos {
-			w.pos = pos
-			positions[w.runID] = pos
-		}
-	}
 	return positions
-}
-
-func (a *admission) fits(t ticket) bool {
-	if t.keyLimit > 0 && a.byKey[t.keyID] >= t.keyLimit {
-		return false
-	}
-	limit := a.tenantLimit[t.tenant]
-	return limit <= 0 || a.byTenant[t.tenant] < limit
-}
-
-func (a *admission) take(t ticket) {
-	a.active[t.runID] = t
-	a.byKey[t.keyID]++
-	a.byTenant[t.tenant]++
-}
-
-// position is 1 + the waiters before index i that share t's key or tenant:
-// the runs that must start before it.
-func (a *admission) position(t ticket, i int) int {
-	n := 1
-	for _, w := range a.queue[:i] {
-		if w.tenant == t.tenant || (t.keyID != "" && w.keyID == t.keyID) {
-			n++
-		}
-	}
-	return n
 }
 
 // activeRuns lists the runs holding a slot.

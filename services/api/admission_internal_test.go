@@ -1,10 +1,13 @@
 package api
 
 import (
+	"context"
 	"fmt"
 	"sync"
 	"testing"
 
+	"github.com/heraldrun/herald/pkg/bus"
+	"github.com/heraldrun/herald/pkg/heraldtest"
 	"github.com/stretchr/testify/require"
 )
 
@@ -12,7 +15,10 @@ import (
 // withdraw from many goroutines: no more runs of a tenant or key ever hold
 // a slot than its limit allows, and every waiter is admitted in the end.
 func TestAdmissionHoldsItsLimitsUnderConcurrency(t *testing.T) {
-	a := newAdmission(false, map[string]int{"acme": 3})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	a := newAdmission(false, map[string]int{"acme": 3}, bus.NewSlots(heraldtest.StartBus(t).JS))
+	a.start(ctx)
 	var mu sync.Mutex
 	holding := map[string]int{}
 	check := func(tenant, key string, delta int) {

@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -94,4 +95,39 @@ func TestRunsBeyondALimitAreRefusedWith429WhenConfigured(t *testing.T) {
 	require.Eventually(t, func() bool {
 		return call(t, "POST", h.URL+"/v1/runs", "", map[string]any{"prompt": "say: second", "tenant": "acme", "task_id": "second"}, nil).StatusCode == http.StatusOK
 	}, 30e9, 50e6, "the slot is free once the first run finished")
+}
+
+// Two api processes on one bus hold a tenant's and a key's limits between
+// them: a run beyond a limit on the second process waits for the first's,
+// says its place, and starts when that one ends; rejecting holds too.
+func TestLimitsHoldAcrossAPIProcesses(t *testing.T) {
+	h := startHerald(t, "tenants:\n  acme:\n    max_concurrent_runs: 1\n")
+	second := *h
+	second.URL = fmt.Sprintf("http://127.0.0.1:%d", freePort(t))
+	second.start(t, "serve", "api", "--listen", strings.TrimPrefix(second.URL, "http://"))
+	waitHTTP(t, second.URL)
+
+	first := startRun(t, h, "", map[string]any{"prompt": "wait: on the first process", "tenant": "acme"})
+	require.Equal(t, "running", first.Status)
+	other := startRun(t, &second, "", map[string]any{"prompt": "wait: on the second process", "tenant": "acme"})
+	require.Equal(t, "queued", other.Status, "the first process's run holds acme's only slot")
+	require.Equal(t, 1, other.Position)
+	require.Equal(t, "completed", waitRun(t, h, "", first.RunID).Status)
+	require.Equal(t, "completed", waitRun(t, &second, "", other.RunID).Status)
+	evs := storedEvents(t, h.js(t), other.SessionID, other.RunID)
+	isResult := func(e proto.Event, _ map[string]any) bool { return e.Type == proto.EventResult }
+	isThinking := func(e proto.Event, _ map[string]any) bool { return e.State == proto.StateThinking }
+	require.Greater(t, firstSeq(t, evs, isThinking), firstSeq(t, storedEvents(t, h.js(t), first.SessionID, first.RunID), isResult),
+		"the second process's run started after the first's ended")
+
+	// A key's cap is one across processes too.
+	out, _, code := h.cli(t, "keys", "create", "--tenant", "gamma", "--max-concurrent", "1")
+	require.Equal(t, 0, code)
+	key := strings.TrimSpace(out)
+	a := startRun(t, h, key, map[string]any{"prompt": "wait: first"})
+	require.Equal(t, "running", a.Status)
+	b := startRun(t, &second, key, map[string]any{"prompt": "say: second"})
+	require.Equal(t, "queued", b.Status)
+	waitRun(t, h, key, a.RunID)
+	require.Equal(t, "completed", waitRun(t, &second, key, b.RunID).Status)
 }

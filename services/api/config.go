@@ -15,7 +15,8 @@ type Config struct {
 	Listen string
 	// OverLimit is config.OverLimitQueue or config.OverLimitReject.
 	OverLimit string
-	// TenantRuns caps each named tenant's concurrent runs (0: no cap).
+	// TenantRuns caps each named tenant's concurrent runs (0: no cap):
+	// its max_concurrent_runs or max_concurrent_sessions, the smaller.
 	TenantRuns map[string]int
 	// DefaultTenant is the tenant of a run started without a key and
 	// without a tenant in its body.
@@ -30,7 +31,8 @@ func ConfigFrom(c config.Config) Config {
 	cfg := Config{OverLimit: c.API.OverLimit, TenantRuns: map[string]int{}, DefaultTenant: c.Tenant,
 		AllowedHosts: c.Dashboard.AllowedHosts}
 	for name, l := range c.Tenants {
-		cfg.TenantRuns[name] = l.MaxConcurrentRuns
+		// a run is a session's turn: one limit with the loop's
+		cfg.TenantRuns[name] = l.SessionLimit()
 	}
 	if cfg.OverLimit == "" {
 		cfg.OverLimit = config.OverLimitQueue

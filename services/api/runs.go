@@ -86,7 +86,7 @@ func (s *Service) startRun(ctx context.Context, p principal, rn *run) (int, erro
 	if err := s.runs.claimSession(ctx, p, rn.SessionID, rn.Tenant, fresh); err != nil {
 		return 0, err
 	}
-	t := ticket{runID: rn.ID, keyID: rn.KeyID, keyLimit: p.key.MaxConcurrent, tenant: rn.Tenant}
+	t := ticket{runID: rn.ID, keyID: rn.KeyID, keyLimit: p.key.MaxConcurrent, tenant: rn.Tenant, order: rn.CreatedAt.UnixNano()}
 	pos, ready, err := s.adm.admit(t)
 	if errors.Is(err, errOverLimit) {
 		return 0, &apiError{status: http.StatusTooManyRequests, typ: typeRateLimit, code: "concurrency_limit_exceeded",
@@ -230,7 +230,7 @@ func (s *Service) requeue(ctx context.Context) {
 				limit = k.MaxConcurrent
 			}
 		}
-		pos, ready, err := s.adm.admit(ticket{runID: rn.ID, keyID: rn.KeyID, keyLimit: limit, tenant: rn.Tenant})
+		pos, ready, err := s.adm.admit(ticket{runID: rn.ID, keyID: rn.KeyID, keyLimit: limit, tenant: rn.Tenant, order: rn.CreatedAt.UnixNano()})
 		if err != nil { // reject mode: there is no queue to go back to
 			continue
 		}

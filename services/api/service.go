@@ -54,7 +54,7 @@ func New(cfg Config, deps service.Deps) (*Service, error) {
 		return nil, err
 	}
 	s := &Service{cfg: cfg, deps: deps, log: deps.Log.With().Str("service", Name).Logger(),
-		adm: newAdmission(cfg.OverLimit == config.OverLimitReject, cfg.TenantRuns)}
+		adm: newAdmission(cfg.OverLimit == config.OverLimitReject, cfg.TenantRuns, bus.NewSlots(deps.JS))}
 	s.adm.moved = s.announcePositions
 	s.routes()
 	return s, nil
@@ -98,6 +98,7 @@ func (s *Service) Start(ctx context.Context) error {
 	s.bg, s.stop = bg, cancel
 	s.wg.Add(1)
 	go s.sweep(bg)
+	s.adm.start(bg)
 	if s.cfg.Listen != "" {
 		if err := s.listen(); err != nil {
 			cancel()

@@ -49,6 +49,7 @@ func (s *Service) Start(ctx context.Context) error {
 	w, err := bus.StartWorker(ctx, s.deps.JS, bus.ConsumerSpec{
 		Stream: bus.StreamCompress, Durable: Durable, FilterSubjects: []string{"herald.compress.request.>"},
 		Concurrency: s.cfg.Concurrency, AckWait: s.cfg.SummaryTimeout + s.cfg.SummaryTimeout/2,
+		Weight: s.deps.Config.TenantWeight,
 	}, s.handle, s.log)
 	if err != nil {
 		return fmt.Errorf("compressor: %w", err)

@@ -49,6 +49,11 @@ func (s *Service) handle(ctx context.Context, msg jetstream.Msg) error {
 			return nil
 		}
 	}
+	unlimit, err := s.limitCall(ctx, req, msg)
+	if err != nil {
+		return err
+	}
+	defer unlimit()
 	callCtx, release := s.inflight.track(ctx, req.GetSessionId(), req.GetTaskId())
 	defer release()
 	run := s.newRun(req, delivery)

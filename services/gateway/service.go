@@ -40,6 +40,11 @@ type Service struct {
 	counters  counters
 	gates     *gates
 	stopRenew context.CancelFunc
+	// tenants is herald's configuration, read for its tenants' weights
+	// and model-call limits.
+	tenants config.Config
+	// slots are the tenants' model-call limits, shared by every gateway.
+	slots *bus.Slots
 
 	mu       sync.Mutex
 	worker   *bus.Worker
@@ -60,7 +65,7 @@ func New(cfg Config, deps service.Deps) (*Service, error) {
 	if deps.NC == nil || deps.JS == nil {
 		return nil, errors.New("gateway: a NATS connection and JetStream are required")
 	}
-	s := &Service{cfg: cfg, nc: deps.NC, js: deps.JS, log: deps.Log.With().Str("service", "gateway").Logger(),
+	s := &Service{cfg: cfg, tenants: deps.Config, slots: bus.NewSlots(deps.JS), nc: deps.NC, js: deps.JS, log: deps.Log.With().Str("service", "gateway").Logger(),
 		pricer: NewPricer(cfg.Pricing), inflight: newInflight(), health: newHealth(cfg.RateLimitCooldown)}
 	hc := newHTTPClient(cfg.StreamIdleTimeout, cfg.Concurrency)
 	s.hc = hc
@@ -104,6 +109,7 @@ func (s *Service) Start(ctx context.Context) error {
 		Durable:        Durable,
 		FilterSubjects: []string{bus.LLMRequest(">")},
 		Concurrency:    s.cfg.Concurrency,
+		Weight:         s.tenants.TenantWeight,
 	}
 	pctx, stopPrices := context.WithCancel(context.WithoutCancel(ctx))
 	if err := s.pricer.watchPrices(pctx, s.js, s.log); err != nil {

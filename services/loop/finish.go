@@ -30,6 +30,11 @@ func (s *Service) finish(t *txn, reason, final, errText string) error {
 	if st.ParentSessionID != "" && st.ParentCallID != "" {
 		s.answerParent(t, res)
 	}
+	if st.SlotTenant != "" {
+		slot, taskID := st.SlotTenant, st.TaskID
+		t.afterCommit(func() { s.releaseTurn(slot, taskID) })
+		st.SlotTenant = ""
+	}
 	st.Status = statusIdle
 	st.LastExit = reason
 	st.Pending = nil

@@ -45,7 +45,31 @@ func (s *Service) handleTask(ctx context.Context, msg jetstream.Msg) error {
 	if task.TaskID == "" {
 		task.TaskID = "t" + id
 	}
-	return s.advance(ctx, task.SessionID, func(t *txn) error { return s.startTurn(ctx, t, task, meta.Timestamp, cancelled) })
+	// A run cancelled before it started needs no slot: it ends at once
+	// (and leaves its place in the queue, if it had one).
+	slot := ""
+	if cancelled {
+		s.leaveQueue(task)
+	} else if slot, err = s.admitTurn(ctx, task, meta.Timestamp); err != nil {
+		return err
+	}
+	running := true
+	err = s.advance(ctx, task.SessionID, func(t *txn) error {
+		err := s.startTurn(ctx, t, task, meta.Timestamp, cancelled)
+		running = true // decided again after a conflict: the last decision counts
+		if t.noop {
+			running = t.st != nil && t.st.active()
+		} else if err == nil {
+			t.st.SlotTenant = slot
+		}
+		return err
+	})
+	if err != nil || !running {
+		// a task that did not start (it is retried, and asks again) or
+		// that had already started and ended holds no slot
+		s.releaseTurn(slot, task.TaskID)
+	}
+	return err
 }
 
 func (s *Service) startTurn(ctx context.Context, t *txn, task proto.Task, published time.Time, cancelled bool) error {

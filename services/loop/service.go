@@ -39,6 +39,8 @@ type Service struct {
 	commits commitSignals
 	// remote are the tools runners announce beyond the built-in ones.
 	remote *remoteTools
+	// slots are the tenants' session limits, shared by every process.
+	slots *bus.Slots
 }
 
 // New validates cfg and returns a loop service ready to Start.
@@ -53,7 +55,7 @@ func New(cfg Config, deps service.Deps) (*Service, error) {
 		cfg.Now = time.Now
 	}
 	return &Service{cfg: cfg, deps: deps, log: deps.Log.With().Str("service", "loop").Logger(),
-		tr: newTranscripts(deps.JS), toolSets: toolset.NewStore(deps.JS), hooks: hooks.New(deps.NC, cfg.Hooks, deps.Log.With().Str("service", "loop").Logger())}, nil
+		tr: newTranscripts(deps.JS), slots: bus.NewSlots(deps.JS), toolSets: toolset.NewStore(deps.JS), hooks: hooks.New(deps.NC, cfg.Hooks, deps.Log.With().Str("service", "loop").Logger())}, nil
 }
 
 // Name is the service's name.
@@ -91,6 +93,7 @@ func (s *Service) Start(ctx context.Context) error {
 	}
 	for _, sp := range specs {
 		sp.spec.Concurrency = s.cfg.Concurrency
+		sp.spec.Weight = s.deps.Config.TenantWeight
 		w, err := bus.StartWorker(ctx, s.deps.JS, sp.spec, sp.h, s.log)
 		if err != nil {
 			_ = s.Shutdown(ctx)

@@ -71,7 +71,10 @@ type State struct {
 	Tenant    string `json:"tenant"`
 	// BoundTenant is set for a session its task's subject bound to a tenant
 	// (herald.tasks.<tenant>).
-	BoundTenant     string `json:"bound_tenant,omitempty"`
+	BoundTenant string `json:"bound_tenant,omitempty"`
+	// SlotTenant is the tenant whose max_concurrent_sessions slot the
+	// turn holds, released when it ends (admit.go).
+	SlotTenant      string `json:"slot_tenant,omitempty"`
 	Model           string `json:"model"`
 	Pool            string `json:"pool"`
 	Workspace       string `json:"workspace,omitempty"`

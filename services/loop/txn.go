@@ -173,7 +173,7 @@ func (s *Service) advanceOnce(ctx context.Context, sid string, decide func(t *tx
 	if t.st == nil {
 		return fmt.Errorf("session %s: transition produced no state", sid)
 	}
-	ctx = telemetry.WithTraceparent(ctx, t.st.Trace)
+	ctx = bus.WithTenant(telemetry.WithTraceparent(ctx, t.st.Trace), t.st.Tenant)
 	if err := s.publish(ctx, t); err != nil {
 		return err
 	}

@@ -83,7 +83,7 @@ func (s *Service) Start(ctx context.Context) error {
 	}
 	s.worker, err = bus.StartWorker(ctx, s.deps.JS, bus.ConsumerSpec{
 		Stream: bus.StreamToolCalls, Durable: "memory", FilterSubjects: []string{"herald.memory.call.>"},
-		Concurrency: s.cfg.Concurrency,
+		Concurrency: s.cfg.Concurrency, Weight: s.deps.Config.TenantWeight,
 	}, s.handleCall, s.log)
 	if err != nil {
 		return fmt.Errorf("memory: %w", err)

@@ -102,6 +102,12 @@ func (s *Service) Start(ctx context.Context) error {
 		Concurrency:    s.cfg.Concurrency,
 		MaxDeliver:     s.cfg.MaxDeliver,
 		AckWait:        s.cfg.AckWait,
+		Weight:         s.deps.Config.TenantWeight,
+		// A runner's few handlers take seconds a call: a deep window would
+		// hold calls other runners (scaled out on the backlog) could run,
+		// and a runner that dies would delay them all by AckWait and spend
+		// one of their deliveries. One window's worth of its handlers.
+		Lookahead: s.cfg.Concurrency,
 	}, s.handle, s.log)
 	if err != nil {
 		_ = s.specSub.Unsubscribe()
