@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/heraldrun/herald/pkg/bus"
 	"github.com/heraldrun/herald/pkg/heraldtest"
@@ -49,5 +50,10 @@ func TestAdmissionHoldsItsLimitsUnderConcurrency(t *testing.T) {
 	}
 	wg.Wait()
 	require.Empty(t, a.activeRuns())
-	require.Empty(t, a.queue)
+	// the admission loop may still be tidying its queue: read it under its lock
+	require.Eventually(t, func() bool {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		return len(a.queue) == 0
+	}, 10*time.Second, 10*time.Millisecond, "no run is left waiting")
 }

@@ -208,11 +208,14 @@ func (s *Service) finish(ctx context.Context, req *heraldpb.ToolCallRequest, o o
 	res := &heraldpb.ToolResult{CallId: req.GetCallId(), SessionId: req.GetSessionId(), Step: req.GetStep(),
 		Tool: req.GetTool(), Content: o.content, IsError: o.isError(), Status: o.status,
 		DurationMs: took.Milliseconds(), Runner: s.runner, CallDigest: callDigest(req)}
+	// The event goes first, on the connection the result then takes: the
+	// loop sends the next call only once it has the result, so a watcher
+	// sees this call finish before any call that waited for it starts.
+	s.event(req, proto.EventToolFinished, o.status)
 	if err := bus.PublishProto(pctx, s.deps.JS, bus.ToolResult(req.GetSessionId(), req.GetCallId()),
 		req.GetSessionId()+":"+req.GetCallId(), res); err != nil {
 		return nil, fmt.Errorf("publish result of %s: %w", req.GetCallId(), err)
 	}
-	s.event(req, proto.EventToolFinished, o.status)
 	s.toolEvent(pctx, req, o, took)
 	if o.isError() {
 		s.log.Debug().Str("session_id", req.GetSessionId()).Str("call_id", req.GetCallId()).
