@@ -220,21 +220,27 @@ func putSchedule(ctx context.Context, kv jetstream.KeyValue, sc *Schedule) error
 }
 
 func getSchedule(ctx context.Context, kv jetstream.KeyValue, id string) (*Schedule, error) {
+	sc, _, err := readSchedule(ctx, kv, id)
+	return sc, err
+}
+
+// readSchedule is a schedule and the revision it was read at.
+func readSchedule(ctx context.Context, kv jetstream.KeyValue, id string) (*Schedule, uint64, error) {
 	if !proto.IsToken(id) {
-		return nil, fmt.Errorf("%w %q", ErrNoSuchSchedule, id)
+		return nil, 0, fmt.Errorf("%w %q", ErrNoSuchSchedule, id)
 	}
 	e, err := kv.Get(ctx, scheduleKey(id))
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return nil, fmt.Errorf("%w %q", ErrNoSuchSchedule, id)
+		return nil, 0, fmt.Errorf("%w %q", ErrNoSuchSchedule, id)
 	}
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	var sc Schedule
 	if err := json.Unmarshal(e.Value(), &sc); err != nil {
-		return nil, fmt.Errorf("schedule %s is unreadable: %w", id, err)
+		return nil, 0, fmt.Errorf("schedule %s is unreadable: %w", id, err)
 	}
-	return &sc, nil
+	return &sc, e.Revision(), nil
 }
 
 // ListSchedules returns every schedule, oldest first, with the outcome of
@@ -311,30 +317,20 @@ var errUnchanged = errors.New("unchanged")
 // on a fresh read when another write (a fire, a pause) came between, so
 // none is lost. It returns the schedule as stored.
 func updateSchedule(ctx context.Context, kv jetstream.KeyValue, id string, change func(*Schedule) error) (*Schedule, error) {
-	if !proto.IsToken(id) {
-		return nil, fmt.Errorf("%w %q", ErrNoSuchSchedule, id)
-	}
 	for {
-		e, err := kv.Get(ctx, scheduleKey(id))
-		if errors.Is(err, jetstream.ErrKeyNotFound) {
-			return nil, fmt.Errorf("%w %q", ErrNoSuchSchedule, id)
-		}
+		sc, rev, err := readSchedule(ctx, kv, id)
 		if err != nil {
 			return nil, err
 		}
-		var sc Schedule
-		if err := json.Unmarshal(e.Value(), &sc); err != nil {
-			return nil, fmt.Errorf("schedule %s is unreadable: %w", id, err)
-		}
-		if err := change(&sc); errors.Is(err, errUnchanged) {
-			return &sc, nil
+		if err := change(sc); errors.Is(err, errUnchanged) {
+			return sc, nil
 		} else if err != nil {
 			return nil, err
 		}
-		data, _ := json.Marshal(&sc)
-		_, err = kv.Update(ctx, scheduleKey(id), data, e.Revision())
+		data, _ := json.Marshal(sc)
+		_, err = kv.Update(ctx, scheduleKey(id), data, rev)
 		if err == nil {
-			return &sc, nil
+			return sc, nil
 		}
 		var apiErr *jetstream.APIError
 		conflict := errors.Is(err, jetstream.ErrKeyExists) ||

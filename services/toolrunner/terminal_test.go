@@ -114,7 +114,9 @@ func TestTruncateHeadTail(t *testing.T) {
 func TestTerminalWaitAndBackgroundJobsBehaveAsInAShell(t *testing.T) {
 	h := newHarness(t)
 	start := time.Now()
-	res := h.call("terminal", map[string]any{"command": "(sleep 0.2; echo a) & (sleep 0.1; echo b) & wait; echo done; exit 4"})
+	// a, started first, waits for b's flag: the two run at once (run one after
+	// the other, a would wait forever), whatever the machine's load.
+	res := h.call("terminal", map[string]any{"command": "rm -f b.flag; (while [ ! -e b.flag ]; do sleep 0.01; done; echo a) & (sleep 0.1; echo b; : > b.flag) & wait; echo done; exit 4"})
 	r := terminalOf(t, res)
 	require.Equal(t, 4, r.ExitCode)
 	require.Equal(t, "b\na\ndone\n", r.Output)
