@@ -260,8 +260,17 @@ func (w *Worker) pullFailed(err error) bool {
 func (w *Worker) handle(ctx context.Context, j job) {
 	msg := j.msg
 	stop := w.keepAlive(msg)
-	err := w.call(WithTenant(telemetry.Extract(ctx, msg.Headers()), j.tenant), msg)
+	hctx := WithTenant(telemetry.Extract(ctx, msg.Headers()), j.tenant)
+	var through *throughFlag
+	if j.scope != "" {
+		through = &throughFlag{}
+		hctx = context.WithValue(hctx, throughKey{}, func() { w.letThrough(j, through) })
+	}
+	err := w.call(hctx, msg)
 	stop()
+	if through.passed() {
+		j.scope = "" // the others waiting were told already
+	}
 	if w.settled(j, err) {
 		return
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/heraldrun/herald/proto"
@@ -102,6 +103,51 @@ func Wait(scope string, err error) error { return &waitError{scope: scope, err: 
 func IsWait(err error) bool {
 	var w *waitError
 	return errors.As(err, &w)
+}
+
+type throughKey struct{}
+
+// throughFlag records that a handler said its message got through.
+type throughFlag struct {
+	mu   sync.Mutex
+	done bool
+}
+
+func (f *throughFlag) passed() bool {
+	if f == nil {
+		return false
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.done
+}
+
+// Through tells the worker that the message being handled in ctx, one that
+// waited (Wait), got through its limit: the others waiting in its scope
+// are tried again at once rather than when the handler returns, so they
+// learn their new places (and take room that may remain) while it works.
+// Outside a handler of a message that waited it does nothing.
+func Through(ctx context.Context) {
+	if f, ok := ctx.Value(throughKey{}).(func()); ok {
+		f()
+	}
+}
+
+// letThrough is Through for j, once.
+func (w *Worker) letThrough(j job, f *throughFlag) {
+	f.mu.Lock()
+	first := !f.done
+	f.done = true
+	f.mu.Unlock()
+	if !first {
+		return
+	}
+	w.qmu.Lock()
+	woke := w.window.done(j.scope)
+	w.qmu.Unlock()
+	if woke {
+		w.wake()
+	}
 }
 
 // parkRetry is how often a waiting scope's oldest message is tried again
