@@ -84,6 +84,15 @@ func (a *adaptive) done(started time.Time, ok, rateLimited bool, retryAfter time
 	a.freed = make(chan struct{})
 }
 
+// pauseUntil holds new calls until t (another gateway's 429, pauses.go).
+func (a *adaptive) pauseUntil(t time.Time) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if t.After(a.paused) {
+		a.paused = t
+	}
+}
+
 // current is the cap in force now and the calls in flight.
 func (a *adaptive) current() (limit, inflight int) {
 	a.mu.Lock()

@@ -9,6 +9,7 @@ import (
 	"github.com/heraldrun/herald/pkg/config"
 	"github.com/heraldrun/herald/proto"
 	"github.com/heraldrun/herald/proto/heraldpb"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 )
@@ -25,6 +26,9 @@ type gates struct {
 
 	mu         sync.Mutex
 	byProvider map[string]*gate
+	// nc and id announce this gateway's pauses (pauses.go).
+	nc *nats.Conn
+	id string
 	// warned spaces the warnings about an unreachable shared state.
 	warned time.Time
 }
@@ -133,6 +137,9 @@ func (p *pass) leave(ctx context.Context, provider string, ae *attemptError, use
 		retryAfter = ae.retryAfter
 	}
 	p.gate.adaptive.done(p.started, ae == nil, limited, retryAfter)
+	if retryAfter > 0 {
+		p.g.announcePause(provider, retryAfter)
+	}
 	if !p.shared {
 		return
 	}
