@@ -84,8 +84,9 @@ func headerTenant(msg jetstream.Msg) string {
 // waitError is a handler's answer that its message must wait for room
 // under a limit (Wait).
 type waitError struct {
-	scope string
-	err   error
+	scope    string
+	position int
+	err      error
 }
 
 func (e *waitError) Error() string { return e.err.Error() }
@@ -98,6 +99,14 @@ func (e *waitError) Unwrap() error { return e.err }
 // scope may have room: at once when another message of the scope was let
 // through, else every parkRetry.
 func Wait(scope string, err error) error { return &waitError{scope: scope, err: err} }
+
+// WaitAt is Wait for a message that knows its place among the scope's
+// waiters (1: next): a worker that hands it back to the stream (it holds
+// more waiting messages than its bounds) brings it back about when its
+// turn may come, by how fast the scope's waiters have been going through.
+func WaitAt(scope string, position int, err error) error {
+	return &waitError{scope: scope, position: position, err: err}
+}
 
 // IsWait reports whether err is a Wait.
 func IsWait(err error) bool {
@@ -166,6 +175,9 @@ type job struct {
 	tenant string
 	seq    uint64
 	scope  string
+	// position is its place among the scope's waiters when it last
+	// waited (0: not known).
+	position int
 }
 
 // DefaultLookahead is how many pending messages a worker holds beyond its
@@ -188,13 +200,26 @@ type fairQueue struct {
 	// trying counts those of a scope being tried again by a handler.
 	parked map[string][]job
 	trying map[string]int
+	// maxParked and maxPerScope bound parked, in all and per scope (0:
+	// no bound); park hands back the newest beyond them.
+	maxParked, maxPerScope int
+	// pace is, per scope, how fast its waiters went through here.
+	pace map[string]*scopePace
+}
+
+// scopePace is how often a scope's waiters went through: the last time and
+// a moving average of the time between two.
+type scopePace struct {
+	last  time.Time
+	every time.Duration
 }
 
 func newFairQueue(weight func(string) int) *fairQueue {
 	if weight == nil {
 		weight = func(string) int { return 1 }
 	}
-	return &fairQueue{weight: weight, queues: map[string][]job{}, parked: map[string][]job{}, trying: map[string]int{}}
+	return &fairQueue{weight: weight, queues: map[string][]job{}, parked: map[string][]job{}, trying: map[string]int{},
+		pace: map[string]*scopePace{}}
 }
 
 func (q *fairQueue) w(tenant string) int { return max(q.weight(tenant), 1) }
@@ -248,18 +273,99 @@ func (q *fairQueue) pop() (j job, fromWindow, ok bool) {
 	return j, true, true
 }
 
-// park keeps j until its scope may have room, in stream order.
-func (q *fairQueue) park(j job, scope string) {
+// park keeps j until its scope may have room, in stream order. Beyond the
+// bounds it returns the messages to hand back to the stream: the newest of
+// j's scope beyond maxPerScope, then the newest of the scope holding most
+// beyond maxParked. The oldest stay: they are the next to go.
+func (q *fairQueue) park(j job, scope string, position int) (excess []job) {
 	if j.scope != "" {
 		q.trying[j.scope]-- // it was tried again and waits again
 	}
-	j.scope = scope
-	p := q.parked[scope]
+	j.scope, j.position = scope, position
+	q.keep(j)
+	if q.maxPerScope > 0 && len(q.parked[scope]) > q.maxPerScope {
+		excess = append(excess, q.dropNewest(scope))
+	}
+	for q.maxParked > 0 && q.parkedCount() > q.maxParked {
+		excess = append(excess, q.dropNewest(q.fullest()))
+	}
+	return excess
+}
+
+// keep parks j (its scope set) whatever the bounds.
+func (q *fairQueue) keep(j job) {
+	p := q.parked[j.scope]
 	i := sort.Search(len(p), func(i int) bool { return p[i].seq > j.seq })
 	p = append(p, job{})
 	copy(p[i+1:], p[i:])
 	p[i] = j
-	q.parked[scope] = p
+	q.parked[j.scope] = p
+}
+
+func (q *fairQueue) dropNewest(scope string) job {
+	p := q.parked[scope]
+	j := p[len(p)-1]
+	if len(p) == 1 {
+		delete(q.parked, scope)
+	} else {
+		q.parked[scope] = p[:len(p)-1]
+	}
+	return j
+}
+
+// paced records that one of scope's waiters went through at now.
+func (q *fairQueue) paced(scope string, now time.Time) {
+	p := q.pace[scope]
+	if p == nil {
+		q.pace[scope] = &scopePace{last: now}
+		return
+	}
+	gap := now.Sub(p.last)
+	p.last = now
+	if p.every == 0 {
+		p.every = gap
+	} else {
+		p.every = (4*p.every + gap) / 5
+	}
+}
+
+// returnDelay is how long j, handed back for the n-th time, stays away:
+// about half the time the waiters ahead of it beyond those kept here take
+// to go through at the scope's pace, else (no place or pace known) longer
+// the more often it came back; between minReturn and maxReturn.
+func (q *fairQueue) returnDelay(j job, n int) time.Duration {
+	if p := q.pace[j.scope]; p != nil && p.every > 0 && j.position > 0 {
+		ahead := j.position - len(q.parked[j.scope])
+		return min(max(time.Duration(ahead)*p.every/2, minReturn), maxReturn)
+	}
+	return min(minReturn<<min(max(n-1, 0), 6), maxReturn/4)
+}
+
+// minReturn and maxReturn bound how long a handed-back message stays away;
+// maxReturn is well inside WaitLease, so it keeps its place among its
+// scope's waiters.
+const (
+	minReturn = 100 * time.Millisecond
+	maxReturn = 10 * time.Second
+)
+
+func (q *fairQueue) parkedCount() int {
+	n := 0
+	for _, p := range q.parked {
+		n += len(p)
+	}
+	return n
+}
+
+// fullest is the scope with most messages parked (by name on a tie).
+func (q *fairQueue) fullest() string {
+	best, most := "", 0
+	for scope, p := range q.parked {
+		if len(p) > most || len(p) == most && scope < best {
+			best, most = scope, len(p)
+		}
+	}
+	return best
 }
 
 // retryHeads queues each waiting scope's oldest message (all of them,
@@ -288,6 +394,7 @@ func (q *fairQueue) retryHeads(all bool) bool {
 // once, oldest first (room may remain, and their positions moved); it
 // reports whether any were.
 func (q *fairQueue) done(scope string) bool {
+	q.paced(scope, time.Now())
 	q.trying[scope]--
 	p := q.parked[scope]
 	delete(q.parked, scope)
@@ -325,7 +432,7 @@ func (q *fairQueue) held() []jetstream.Msg {
 func (q *fairQueue) drain() []jetstream.Msg {
 	out := q.held()
 	q.queues, q.ring, q.n, q.retry = map[string][]job{}, nil, 0, nil
-	q.parked, q.trying = map[string][]job{}, map[string]int{}
+	q.parked, q.trying, q.pace = map[string][]job{}, map[string]int{}, map[string]*scopePace{}
 	return out
 }
 
@@ -443,14 +550,22 @@ func (w *Worker) settled(j job, err error) bool {
 	}
 	w.qmu.Lock()
 	woke := false
+	var excess []job
 	if waits {
-		w.window.park(j, we.scope)
+		excess = w.window.park(j, we.scope, we.position)
 	} else {
 		woke = w.window.done(j.scope)
 	}
 	w.qmu.Unlock()
 	if woke {
 		w.wake()
+	}
+	for _, x := range excess {
+		if !w.handBackWaiting(x) {
+			w.qmu.Lock()
+			w.window.keep(x)
+			w.qmu.Unlock()
+		}
 	}
 	return waits
 }

@@ -48,7 +48,7 @@ func (s *Service) limitCall(ctx context.Context, req *heraldpb.LLMRequest, msg j
 			s.queued(req, proto.Event{Position: place.Position, Limit: proto.LimitModelCalls,
 				Message: fmt.Sprintf("tenant %s has %d model calls in flight, its max_concurrent_model_calls; this call goes when one ends", tenant, limit)})
 		}
-		return nil, bus.Wait(scope, fmt.Errorf("tenant %s is at max_concurrent_model_calls %d", tenant, limit))
+		return nil, bus.WaitAt(scope, place.Position, fmt.Errorf("tenant %s is at max_concurrent_model_calls %d", tenant, limit))
 	}
 	bus.Through(ctx) // the calls waiting behind it move up now, not when it ends
 	return func() {

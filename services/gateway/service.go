@@ -116,6 +116,7 @@ func (s *Service) Start(ctx context.Context) error {
 		FilterSubjects: []string{bus.LLMRequest(">")},
 		Concurrency:    s.cfg.Concurrency,
 		Weight:         s.tenants.TenantWeight,
+		Waits:          true, // tenants' max_concurrent_model_calls (limit.go)
 	}
 	pctx, stopPrices := context.WithCancel(context.WithoutCancel(ctx))
 	if err := s.pricer.watchPrices(pctx, s.js, s.log); err != nil {

@@ -40,7 +40,7 @@ func (s *Service) admitTurn(ctx context.Context, task proto.Task, published time
 			s.log.Warn().Err(err).Str("session_id", task.SessionID).Msg("queued event not published")
 		}
 	}
-	return "", bus.Wait(scope, fmt.Errorf("tenant %s is at max_concurrent_sessions %d", tenant, limit))
+	return "", bus.WaitAt(scope, place.Position, fmt.Errorf("tenant %s is at max_concurrent_sessions %d", tenant, limit))
 }
 
 // releaseTurn frees the turn's session slot; best effort (a slot not
