@@ -196,6 +196,8 @@ type fairQueue struct {
 	credit int      // messages its turn has left
 	n      int
 	retry  []job
+	// retried is set when the last message popped was a retry.
+	retried bool
 	// parked are messages waiting for room, by scope, oldest first;
 	// trying counts those of a scope being tried again by a handler.
 	parked map[string][]job
@@ -243,11 +245,16 @@ func (q *fairQueue) push(j job) {
 
 // pop takes the next message: one that waited and is tried again, else the
 // next of the tenant whose turn it is. fromWindow is false for a retry.
+// With both waiting, they take turns: a scope's waiters, all tried again
+// each time one goes through, would otherwise keep every handler busy
+// while other tenants' messages wait in the window.
 func (q *fairQueue) pop() (j job, fromWindow, ok bool) {
-	if len(q.retry) > 0 {
+	if len(q.retry) > 0 && (q.n == 0 || !q.retried) {
 		j, q.retry = q.retry[0], q.retry[1:]
+		q.retried = true
 		return j, false, true
 	}
+	q.retried = false
 	if q.n == 0 {
 		return job{}, false, false
 	}
@@ -331,21 +338,24 @@ func (q *fairQueue) paced(scope string, now time.Time) {
 
 // returnDelay is how long j, handed back for the n-th time, stays away:
 // about half the time the waiters ahead of it beyond those kept here take
-// to go through at the scope's pace, else (no place or pace known) longer
-// the more often it came back; between minReturn and maxReturn.
+// to go through at the scope's pace; with no pace known yet, longer the
+// more often it came back and the further back it stands (so that a
+// flood's hand-backs do not all come back at once: the server delivers
+// them before any new message); between minReturn and maxReturn.
 func (q *fairQueue) returnDelay(j job, n int) time.Duration {
+	ahead := j.position - len(q.parked[j.scope])
 	if p := q.pace[j.scope]; p != nil && p.every > 0 && j.position > 0 {
-		ahead := j.position - len(q.parked[j.scope])
 		return min(max(time.Duration(ahead)*p.every/2, minReturn), maxReturn)
 	}
-	return min(minReturn<<min(max(n-1, 0), 6), maxReturn/4)
+	spread := time.Duration(max(1, ahead/max(1, q.maxPerScope)))
+	return min(minReturn<<min(max(n-1, 0), 6)*spread, maxReturn/4)
 }
 
 // minReturn and maxReturn bound how long a handed-back message stays away;
 // maxReturn is well inside WaitLease, so it keeps its place among its
 // scope's waiters.
 const (
-	minReturn = 100 * time.Millisecond
+	minReturn = 250 * time.Millisecond
 	maxReturn = 10 * time.Second
 )
 
@@ -542,7 +552,9 @@ func (w *Worker) settled(j job, err error) bool {
 	case <-w.stopping:
 		if waits {
 			// handed back for another process (Stop handed back the rest)
-			_ = j.msg.Nak()
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			w.handBackStopping(ctx, j)
+			cancel()
 			return true
 		}
 		return false
@@ -572,11 +584,37 @@ func (w *Worker) settled(j job, err error) bool {
 
 // handBack returns the messages still in the window to the stream, for
 // another process (or this one's successor) to take at once.
+//
+// A message that was waiting for a limit is counted as handed back
+// (returns.go), so that stopping never brings it nearer dead-lettering.
 func (w *Worker) handBack() {
 	w.qmu.Lock()
+	var waiting []job
+	if w.returns != nil {
+		for _, p := range w.window.parked {
+			waiting = append(waiting, p...)
+		}
+		w.window.parked = map[string][]job{}
+	}
 	held := w.window.drain()
 	w.qmu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for _, j := range waiting {
+		w.handBackStopping(ctx, j)
+	}
 	for _, m := range held {
 		_ = m.Nak()
 	}
+}
+
+// handBackStopping hands a waiting message back as the worker stops,
+// counted when it can be (else as a plain Nak, a delivery like any other).
+func (w *Worker) handBackStopping(ctx context.Context, j job) {
+	if w.returns != nil && ctx.Err() == nil {
+		if _, err := w.returns.add(ctx, j.msg); err != nil {
+			w.warnReturns(err)
+		}
+	}
+	_ = j.msg.Nak()
 }
