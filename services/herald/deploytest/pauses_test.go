@@ -1,6 +1,7 @@
 package deploytest
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -34,5 +35,39 @@ func TestOnlyGatewaysAnnounceAProvidersPause(t *testing.T) {
 		c := s.connect(t, u)
 		require.NoError(t, c.nc.Publish(bus.ProvidersPaused, []byte(`{"provider":"openai","pause_ms":120000,"gateway":"x"}`)))
 		c.requireDenied("publish", bus.ProvidersPaused)
+	}
+}
+
+// TestOnlyTheLoopAndTheGatewayCountHandBacks: the loop and the gateway
+// count the hand-backs of their waiting messages in herald_returns (a
+// count lowers a message's failures, so a writer could keep a failing
+// message going); no other user, tenants and clients included, may write
+// there.
+func TestOnlyTheLoopAndTheGatewayCountHandBacks(t *testing.T) {
+	s := startSecured(t)
+	s.declared(t)
+	for _, u := range []string{"loop", "gateway"} {
+		c := s.connect(t, u)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		kv, err := c.js.KeyValue(ctx, bus.BucketReturns)
+		require.NoError(t, err, u)
+		_, err = kv.Create(ctx, "returned.TASKS.loop-tasks."+u, []byte("1"))
+		require.NoError(t, err, "%s counts a hand-back", u)
+		e, err := kv.Get(ctx, "returned.TASKS.loop-tasks."+u)
+		require.NoError(t, err, "%s reads a count", u)
+		require.Equal(t, "1", string(e.Value()))
+		cancel()
+	}
+	users := append([]string{"client", "plugins", "api"}, tenantUsers...)
+	for _, u := range serviceUsers {
+		if u != "gateway" && u != "loop" {
+			users = append(users, u)
+		}
+	}
+	for _, u := range users {
+		c := s.connect(t, u)
+		subj := "$KV." + bus.BucketReturns + ".returned.TASKS.loop-tasks.1"
+		require.NoError(t, c.nc.Publish(subj, []byte("0")))
+		c.requireDenied("publish", subj)
 	}
 }
