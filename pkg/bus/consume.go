@@ -308,7 +308,7 @@ func (w *Worker) pullFailed(err error) bool {
 
 func (w *Worker) handle(ctx context.Context, j job) {
 	msg := j.msg
-	if w.returns != nil && w.neverAnswered(ctx, msg) {
+	if w.returns != nil && j.delivered > uint64(w.spec.MaxDeliver) && w.neverAnswered(ctx, msg) {
 		return
 	}
 	stop := w.keepAlive(msg)

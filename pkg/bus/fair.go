@@ -178,6 +178,8 @@ type job struct {
 	// position is its place among the scope's waiters when it last
 	// waited (0: not known).
 	position int
+	// delivered is the server's delivery count when it came.
+	delivered uint64
 }
 
 // DefaultLookahead is how many pending messages a worker holds beyond its
@@ -450,7 +452,7 @@ func (q *fairQueue) drain() []jetstream.Msg {
 func (w *Worker) enqueue(msg jetstream.Msg) {
 	j := job{msg: msg, tenant: MsgTenant(msg)}
 	if meta, err := msg.Metadata(); err == nil {
-		j.seq = meta.Sequence.Stream
+		j.seq, j.delivered = meta.Sequence.Stream, meta.NumDelivered
 	}
 	w.qmu.Lock()
 	w.window.push(j)
@@ -553,7 +555,7 @@ func (w *Worker) settled(j job, err error) bool {
 		if waits {
 			// handed back for another process (Stop handed back the rest)
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			w.handBackStopping(ctx, j)
+			w.handBackStopping(ctx, j.msg)
 			cancel()
 			return true
 		}
@@ -585,36 +587,27 @@ func (w *Worker) settled(j job, err error) bool {
 // handBack returns the messages still in the window to the stream, for
 // another process (or this one's successor) to take at once.
 //
-// A message that was waiting for a limit is counted as handed back
-// (returns.go), so that stopping never brings it nearer dead-lettering.
+// A worker whose messages may wait counts each as handed back (returns.go)
+// first, within a few seconds in all: stopping never brings a message
+// nearer dead-lettering.
 func (w *Worker) handBack() {
 	w.qmu.Lock()
-	var waiting []job
-	if w.returns != nil {
-		for _, p := range w.window.parked {
-			waiting = append(waiting, p...)
-		}
-		w.window.parked = map[string][]job{}
-	}
 	held := w.window.drain()
 	w.qmu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	for _, j := range waiting {
-		w.handBackStopping(ctx, j)
-	}
 	for _, m := range held {
-		_ = m.Nak()
+		w.handBackStopping(ctx, m)
 	}
 }
 
-// handBackStopping hands a waiting message back as the worker stops,
-// counted when it can be (else as a plain Nak, a delivery like any other).
-func (w *Worker) handBackStopping(ctx context.Context, j job) {
+// handBackStopping hands a message back as the worker stops, counted when
+// it can be (else as a plain Nak, a delivery like any other).
+func (w *Worker) handBackStopping(ctx context.Context, m jetstream.Msg) {
 	if w.returns != nil && ctx.Err() == nil {
-		if _, err := w.returns.add(ctx, j.msg); err != nil {
+		if _, err := w.returns.add(ctx, m); err != nil {
 			w.warnReturns(err)
 		}
 	}
-	_ = j.msg.Nak()
+	_ = m.Nak()
 }
