@@ -19,11 +19,11 @@ import (
 // subagent's task runs within its parent's turn, whose slot it shares:
 // made to wait for a slot, it could wait for its own parent forever.
 func (s *Service) admitTurn(ctx context.Context, task proto.Task, published time.Time) (string, error) {
-	tenant := firstNonEmpty(task.Tenant, s.cfg.Tenant)
-	limit := s.deps.Config.Tenants[tenant].SessionLimit()
-	if tenant == "" || limit <= 0 || task.ParentSessionID != "" {
+	if !s.needsSlot(task) {
 		return "", nil
 	}
+	tenant := firstNonEmpty(task.Tenant, s.cfg.Tenant)
+	limit := s.deps.Config.Tenants[tenant].SessionLimit()
 	scope := bus.SessionsScope(tenant)
 	place, err := s.slots.Acquire(ctx, scope, limit, task.TaskID, published.UnixNano())
 	if err != nil {
@@ -43,6 +43,13 @@ func (s *Service) admitTurn(ctx context.Context, task proto.Task, published time
 	return "", bus.WaitAt(scope, place.Position, fmt.Errorf("tenant %s is at max_concurrent_sessions %d", tenant, limit))
 }
 
+// needsSlot says whether task's turn must hold a slot under its tenant's
+// max_concurrent_sessions.
+func (s *Service) needsSlot(task proto.Task) bool {
+	tenant := firstNonEmpty(task.Tenant, s.cfg.Tenant)
+	return tenant != "" && s.deps.Config.Tenants[tenant].SessionLimit() > 0 && task.ParentSessionID == ""
+}
+
 // releaseTurn frees the turn's session slot; best effort (a slot not
 // released frees itself after bus.HeldLease).
 func (s *Service) releaseTurn(tenant, taskID string) {
@@ -59,9 +66,8 @@ func (s *Service) releaseTurn(tenant, taskID string) {
 // leaveQueue drops a task's place among its tenant's waiting sessions (a
 // run cancelled while it waited); best effort, as releaseTurn.
 func (s *Service) leaveQueue(task proto.Task) {
-	tenant := firstNonEmpty(task.Tenant, s.cfg.Tenant)
-	if tenant == "" || s.deps.Config.Tenants[tenant].SessionLimit() <= 0 || task.ParentSessionID != "" {
+	if !s.needsSlot(task) {
 		return
 	}
-	s.releaseTurn(tenant, task.TaskID)
+	s.releaseTurn(firstNonEmpty(task.Tenant, s.cfg.Tenant), task.TaskID)
 }

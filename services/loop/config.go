@@ -26,10 +26,14 @@ type Config struct {
 	// session starts without them, and says so, when none answers.
 	ContextFilesTimeout time.Duration
 	// Concurrency caps the messages of each kind handled at once. Handling
-	// one is mostly waiting on the bus (a state read and compare-and-set,
-	// publishes, a runner's or the memory's answer at session start), so
-	// the default is high: with 64, 1,000 sessions starting at once queued
-	// their starts behind one another.
+	// one is a few round trips on the bus and a little CPU, never a model's
+	// wait (the gateway waits for the model), so a few dozen at once keep
+	// the processors busy. More only moves the queue from the worker's
+	// window, which serves tenants by weight, into the Go scheduler's, which
+	// serves goroutines first come, first served: with 1,024, a tenant's
+	// task published behind another's 1,000 started 0.5–1.0 s later, with
+	// 64 within 30–90 ms, at the same throughput (docs/BENCHMARKS.md,
+	// "Fair share").
 	Concurrency int
 	// SnapshotTimeout bounds the wait for the memory snapshot at session start.
 	SnapshotTimeout time.Duration
@@ -49,6 +53,15 @@ type Config struct {
 	Now func() time.Time
 }
 
+// DefaultConcurrency is the messages of each kind a loop process handles at
+// once unless told otherwise (Config.Concurrency).
+const DefaultConcurrency = 64
+
+// lookahead is the window of pending messages each of the loop's workers
+// shares by tenant, whatever its concurrency (bus.ConsumerSpec.Lookahead):
+// a tenant's task is seen past another's backlog of up to this many.
+const lookahead = 1024
+
 // ConfigFrom derives the loop's configuration from the global one.
 func ConfigFrom(c config.Config) Config {
 	return Config{
@@ -61,7 +74,7 @@ func ConfigFrom(c config.Config) Config {
 		ContextWindows:        c.ContextWindows,
 		Compression:           c.Compression,
 		ContextFilesTimeout:   2 * time.Second,
-		Concurrency:           1024,
+		Concurrency:           DefaultConcurrency,
 		SnapshotTimeout:       2 * time.Second,
 		PressureCooldown:      300 * time.Second,
 		Pool:                  bus.DefaultPool,

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/heraldrun/herald/pkg/bus"
@@ -38,7 +39,20 @@ func (s *Service) handleTask(ctx context.Context, msg jetstream.Msg) error {
 	}
 	id := strconv.FormatUint(meta.Sequence.Stream, 36) + strconv.FormatInt(meta.Timestamp.UnixMilli(), 36)
 	// Only a task id its sender chose can have been interrupted already.
-	cancelled := task.TaskID != "" && task.SessionID != "" && s.interruptedBeforeStart(ctx, task)
+	// The check is a read of the control stream, made while the session's
+	// state is read; the turn waits for its answer before deciding.
+	check := make(chan bool, 1)
+	if task.TaskID != "" && task.SessionID != "" {
+		go func() { check <- s.interruptedBeforeStart(ctx, task) }()
+	} else {
+		check <- false
+	}
+	cancelledOnce := sync.OnceValue(func() bool { return <-check })
+	cancelled := false
+	if s.needsSlot(task) {
+		// a slot is taken only by a task that will run
+		cancelled = cancelledOnce()
+	}
 	if task.SessionID == "" {
 		task.SessionID = "s" + id
 	}
@@ -55,7 +69,7 @@ func (s *Service) handleTask(ctx context.Context, msg jetstream.Msg) error {
 	}
 	running := true
 	err = s.advance(ctx, task.SessionID, func(t *txn) error {
-		err := s.startTurn(ctx, t, task, meta.Timestamp, cancelled)
+		err := s.startTurn(ctx, t, task, meta.Timestamp, cancelledOnce)
 		running = true // decided again after a conflict: the last decision counts
 		if t.noop {
 			running = t.st != nil && t.st.active()
@@ -72,7 +86,9 @@ func (s *Service) handleTask(ctx context.Context, msg jetstream.Msg) error {
 	return err
 }
 
-func (s *Service) startTurn(ctx context.Context, t *txn, task proto.Task, published time.Time, cancelled bool) error {
+// startTurn starts task's turn; isCancelled says whether an interrupt named
+// the task before it started.
+func (s *Service) startTurn(ctx context.Context, t *txn, task proto.Task, published time.Time, isCancelled func() bool) error {
 	if t.st != nil && t.st.TaskID == task.TaskID && t.st.Turn > 0 {
 		t.noop = true // a redelivered task that already started
 		return nil
@@ -83,6 +99,7 @@ func (s *Service) startTurn(ctx context.Context, t *txn, task proto.Task, publis
 	if t.st != nil && t.st.active() {
 		return errBusy
 	}
+	cancelled := isCancelled()
 	st := t.st
 	if st == nil {
 		st = &State{SessionID: task.SessionID}
@@ -112,6 +129,13 @@ func (s *Service) startTurn(ctx context.Context, t *txn, task proto.Task, publis
 	if st.Title == "" {
 		st.Title = sessionTitle(task.Prompt)
 	}
+	// this turn's recall is asked for while the system prompt is built
+	var recall <-chan string
+	if !cancelled {
+		ch := make(chan string, 1)
+		go func() { ch <- s.fetchRecall(ctx, st.Tenant, task.Prompt) }()
+		recall = ch
+	}
 	if len(t.msgs) == 0 {
 		t.afterCommit(func() { s.sessionStarted(st, task) })
 		prompt, warnings := s.buildSystemPrompt(ctx, st, task.SystemMessage)
@@ -125,7 +149,7 @@ func (s *Service) startTurn(ctx context.Context, t *txn, task proto.Task, publis
 		t.state(proto.StateIdle)
 		return s.finish(t, proto.ExitInterrupted, "The user interrupted this turn before it finished.", "")
 	}
-	st.Recall = s.fetchRecall(ctx, st.Tenant, task.Prompt)
+	st.Recall = <-recall
 	t.state(proto.StateIdle)
 	return s.requestModel(t, nil, nextStep)
 }

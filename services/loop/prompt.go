@@ -206,6 +206,18 @@ func (s *Service) buildSystemPrompt(ctx context.Context, st *State, extra string
 	} else {
 		b.WriteString(memoryGuidance)
 	}
+	// the memory's snapshot and the runner's files are asked for at once:
+	// two round trips to two services, which at a thousand sessions
+	// starting together each wait in line
+	type filesReply struct {
+		text     string
+		warnings []proto.Event
+	}
+	filesCh := make(chan filesReply, 1)
+	go func() {
+		text, warnings := s.fetchContextFiles(ctx, st)
+		filesCh <- filesReply{text, warnings}
+	}()
 	snap := s.fetchSnapshot(ctx, st.Tenant)
 	if snap.Memory != "" || snap.User != "" {
 		b.WriteString("\n\n# Memory snapshot (taken at session start)\n")
@@ -216,15 +228,15 @@ func (s *Service) buildSystemPrompt(ctx context.Context, st *State, extra string
 			fmt.Fprintf(&b, "## About the user\n%s\n", snap.User)
 		}
 	}
-	files, warnings := s.fetchContextFiles(ctx, st)
-	if files != "" {
+	files := <-filesCh
+	if files.text != "" {
 		b.WriteString("\n\n# Project context files\n")
-		b.WriteString(files)
+		b.WriteString(files.text)
 	}
 	fmt.Fprintf(&b, "\n\nPlatform: Herald on %s. Session started %s.", runtimeOS(), time.Now().UTC().Format("2006-01-02"))
 	if extra != "" {
 		b.WriteString("\n\n")
 		b.WriteString(extra)
 	}
-	return b.String(), warnings
+	return b.String(), files.warnings
 }

@@ -93,6 +93,7 @@ func (s *Service) Start(ctx context.Context) error {
 	}
 	for _, sp := range specs {
 		sp.spec.Concurrency = s.cfg.Concurrency
+		sp.spec.Lookahead = lookahead
 		sp.spec.Weight = s.deps.Config.TenantWeight
 		w, err := bus.StartWorker(ctx, s.deps.JS, sp.spec, sp.h, s.log)
 		if err != nil {

@@ -72,7 +72,9 @@ type App struct {
 	NC       *nats.Conn
 	JS       jetstream.JetStream
 	services []service.Service
-	log      zerolog.Logger
+	// conns are the services' own connections (serviceDeps).
+	conns []*nats.Conn
+	log   zerolog.Logger
 	// stopTraces flushes and stops the span exporter (a no-op when off).
 	stopTraces func(context.Context) error
 	// API is the api service when this composition runs it.
@@ -112,7 +114,12 @@ func Start(ctx context.Context, o Options) (*App, error) {
 		if !slices.Contains(names, n) {
 			continue
 		}
-		svc, err := build(n, o, deps)
+		sdeps, err := a.serviceDeps(ctx, o, deps, n, len(names) > 1)
+		if err != nil {
+			a.Shutdown(context.Background())
+			return nil, fmt.Errorf("start %s: %w", n, err)
+		}
+		svc, err := build(n, o, sdeps)
 		if err == nil {
 			err = svc.Start(ctx)
 		}
@@ -132,6 +139,39 @@ func Start(ctx context.Context, o Options) (*App, error) {
 		procs.Start(ctx)
 	}
 	return a, nil
+}
+
+// serviceDeps gives a service of a process that runs several its own
+// connection to the bus. A connection is one ordered stream each way: the
+// server reads a client's messages one after another, and the client hands
+// out its deliveries one after another. On one connection shared by every
+// service, a tenant's model request waited behind the loop's publishing of
+// another tenant's flood, and a thousand sessions starting at once were
+// started at the pace of that one line (docs/BENCHMARKS.md, "Fair share").
+// Messages one service sends in order still travel in order: each service
+// sends on its own connection only.
+func (a *App) serviceDeps(ctx context.Context, o Options, deps service.Deps, name string, several bool) (service.Deps, error) {
+	if !several {
+		return deps, nil
+	}
+	var nc *nats.Conn
+	var err error
+	if a.Server != nil {
+		nc, err = a.Server.Connect("herald-"+name, append(credentials(o.Config.NATSURL), InboxOption(o.Config))...)
+	} else {
+		nc, err = Dial(ctx, o.Config.NATSURL, "herald-"+instanceName(o.Instance)+"-"+name, o.ConnectTimeout, InboxOption(o.Config))
+	}
+	if err != nil {
+		return deps, err
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return deps, err
+	}
+	a.conns = append(a.conns, nc)
+	deps.NC, deps.JS = nc, js
+	return deps, nil
 }
 
 // startAPI starts the api service, last: it only submits work to the others.
@@ -300,6 +340,11 @@ func (a *App) Shutdown(ctx context.Context) {
 		}
 	}
 	a.services = nil
+	for _, nc := range a.conns {
+		_ = nc.Flush()
+		nc.Close()
+	}
+	a.conns = nil
 	if a.NC != nil {
 		_ = a.NC.Flush()
 		a.NC.Close()
