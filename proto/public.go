@@ -131,8 +131,27 @@ const (
 	EventWarning = "warning"
 	// EventQueued says a task waits for its tenant's limit
 	// (max_concurrent_sessions): Position 1 starts next. It comes again
-	// each time the position changes, until the turn starts.
+	// each time the position changes, until the turn starts. A model call
+	// that waits says so too: for its tenant's max_concurrent_model_calls
+	// (with its Position), or for its provider's limits (Provider names it;
+	// no position: the gateways keep no queue there). Limit names the limit
+	// waited for (the Limit* values).
 	EventQueued = "queued"
+)
+
+// Limits a queued event names (Event.Limit): a tenant's, or its provider's
+// (herald.yaml's tenants.<t>.* and providers.<name>.*). LimitPause is a
+// pause the provider asked for (a 429's Retry-After); LimitGatewayCap is
+// one gateway process's own cap on calls to a provider (its --concurrency,
+// halved by the provider's 429s until answers raise it again).
+const (
+	LimitSessions      = "max_concurrent_sessions"
+	LimitModelCalls    = "max_concurrent_model_calls"
+	LimitProviderCalls = "max_concurrent"
+	LimitProviderRPM   = "rpm"
+	LimitProviderTPM   = "tpm"
+	LimitPause         = "retry_after"
+	LimitGatewayCap    = "concurrency"
 )
 
 // Loop states carried by state events.
@@ -177,6 +196,8 @@ type Event struct {
 	File string `json:"file,omitempty"`
 	// Position is a queued task's place among its tenant's waiting ones.
 	Position int `json:"position,omitempty"`
+	// Limit names the limit a queued event waits for (the Limit* values).
+	Limit string `json:"limit,omitempty"`
 	// BoundTenant, set by publishers for a session bound to a tenant
 	// (herald.tasks.<tenant>), also publishes the event on
 	// herald.tenant.<tenant>.session.<sid>.events; it is not part of the JSON.

@@ -54,6 +54,27 @@ type ConsumerSpec struct {
 	// Lookahead is how many pending messages the worker holds beyond its
 	// handlers to share them fairly (0: DefaultLookahead).
 	Lookahead int
+	// Waits says the handler may return Wait. The worker then keeps at
+	// most MaxParked waiting messages (MaxParkedPerScope of one scope) and
+	// hands the newest beyond that back to the stream, counted in
+	// BucketReturns, which the process's NATS user must be allowed; the
+	// server's MaxDeliver is off and the worker keeps it, hand-backs not
+	// counted (returns.go).
+	Waits bool
+	// MaxParked and MaxParkedPerScope bound the waiting messages a worker
+	// holds (0: DefaultMaxParked).
+	MaxParked, MaxParkedPerScope int
+	// MaxAckPending is the consumer's, across every process (0: 65,536).
+	MaxAckPending int
+}
+
+// DefaultMaxParked is how many waiting messages a worker holds, in all and
+// of one scope, by its look-ahead window: as many as the window in all, a
+// quarter of it for one scope (at least 16), so a flood beyond one
+// tenant's limit holds neither this process's memory nor the consumer's
+// MaxAckPending (65,536, shared by every process and tenant).
+func DefaultMaxParked(lookahead int) (total, perScope int) {
+	return lookahead, max(lookahead/4, 16)
 }
 
 func (s *ConsumerSpec) defaults() {
@@ -71,6 +92,16 @@ func (s *ConsumerSpec) defaults() {
 	if s.Lookahead <= 0 {
 		s.Lookahead = DefaultLookahead(s.Concurrency)
 	}
+	total, perScope := DefaultMaxParked(s.Lookahead)
+	if s.MaxParked <= 0 {
+		s.MaxParked = total
+	}
+	if s.MaxParkedPerScope <= 0 {
+		s.MaxParkedPerScope = min(perScope, s.MaxParked)
+	}
+	if s.MaxAckPending <= 0 {
+		s.MaxAckPending = 1 << 16 // across every process: 4,096 held two gateways of 2,048 (issue 29)
+	}
 	if len(s.RetryDelays) == 0 {
 		s.RetryDelays = []time.Duration{100 * time.Millisecond, 500 * time.Millisecond, 2 * time.Second, 5 * time.Second}
 	}
@@ -82,7 +113,17 @@ func (s ConsumerSpec) config() jetstream.ConsumerConfig {
 		AckPolicy:     jetstream.AckExplicitPolicy,
 		AckWait:       s.AckWait,
 		MaxDeliver:    s.MaxDeliver,
-		MaxAckPending: 1 << 16, // across every process: 4,096 held two gateways of 2,048 (issue 29)
+		MaxAckPending: s.MaxAckPending,
+	}
+	if s.Waits {
+		// a waiting message handed back is delivered again: the worker
+		// counts failures itself (returns.go); and it stays on the
+		// consumer's pending list until then (a nak does not take it
+		// off), where a flood of one tenant's would fill MaxAckPending
+		// and hold back every other tenant's work: each worker bounds
+		// what it holds instead (Lookahead, MaxParked)
+		cfg.MaxDeliver = -1
+		cfg.MaxAckPending = -1
 	}
 	if len(s.FilterSubjects) == 1 {
 		cfg.FilterSubject = s.FilterSubjects[0]
@@ -128,6 +169,10 @@ type Worker struct {
 	unwatch  func()
 	// unanchor stops renewing the stream's anchor (anchor.go).
 	unanchor func()
+	// returns counts the hand-backs of waiting messages (nil unless
+	// spec.Waits; returns.go); returnsWarned spaces its warnings.
+	returns       *returnCounts
+	returnsWarned time.Time
 }
 
 // StartWorker creates (or binds to) the durable consumer and starts handling
@@ -143,6 +188,10 @@ func StartWorker(ctx context.Context, js jetstream.JetStream, spec ConsumerSpec,
 		idle: make(chan struct{}, spec.Concurrency), jobs: make(chan job, spec.Concurrency), stopping: make(chan struct{}),
 		space: make(chan struct{}, spec.Lookahead), window: newFairQueue(spec.Weight), ready: make(chan struct{}, 1),
 		log: log.With().Str("stream", spec.Stream).Str("consumer", spec.Durable).Logger()}
+	if spec.Waits {
+		w.returns = newReturnCounts(js)
+		w.window.maxParked, w.window.maxPerScope = spec.MaxParked, spec.MaxParkedPerScope
+	}
 	for range spec.Concurrency {
 		w.idle <- struct{}{}
 	}
@@ -259,9 +308,21 @@ func (w *Worker) pullFailed(err error) bool {
 
 func (w *Worker) handle(ctx context.Context, j job) {
 	msg := j.msg
+	if w.returns != nil && j.delivered > uint64(w.spec.MaxDeliver) && w.neverAnswered(ctx, msg) {
+		return
+	}
 	stop := w.keepAlive(msg)
-	err := w.call(WithTenant(telemetry.Extract(ctx, msg.Headers()), j.tenant), msg)
+	hctx := WithTenant(telemetry.Extract(ctx, msg.Headers()), j.tenant)
+	var through *throughFlag
+	if j.scope != "" {
+		through = &throughFlag{}
+		hctx = context.WithValue(hctx, throughKey{}, func() { w.letThrough(j, through) })
+	}
+	err := w.call(hctx, msg)
 	stop()
+	if through.passed() {
+		j.scope = "" // the others waiting were told already
+	}
 	if w.settled(j, err) {
 		return
 	}
@@ -285,6 +346,15 @@ func (w *Worker) handle(ctx context.Context, j job) {
 	if meta != nil {
 		delivered = meta.NumDelivered
 	}
+	if !IsPermanent(err) && delivered >= uint64(w.spec.MaxDeliver) && w.returns != nil {
+		// deliveries that handed it back while it waited do not count
+		failed, ok := w.failures(ctx, msg, delivered)
+		if !ok {
+			_ = msg.NakWithDelay(w.delay(delivered))
+			return
+		}
+		delivered = failed
+	}
 	if IsPermanent(err) || delivered >= uint64(w.spec.MaxDeliver) {
 		reason := err.Error()
 		if !IsPermanent(err) {
@@ -299,6 +369,28 @@ func (w *Worker) handle(ctx context.Context, j job) {
 	}
 	w.log.Debug().Err(err).Str("subject", msg.Subject()).Uint64("deliveries", delivered).Msg("handler failed; will retry")
 	_ = msg.NakWithDelay(w.delay(delivered))
+}
+
+// neverAnswered dead-letters a message delivered more than MaxDeliver times,
+// hand-backs aside, without an answer (the processes handling it died or
+// let its AckWait pass): with Waits the server no longer stops delivering
+// it. It reports whether msg was dead-lettered.
+func (w *Worker) neverAnswered(ctx context.Context, msg jetstream.Msg) bool {
+	meta, err := msg.Metadata()
+	if err != nil || meta.NumDelivered <= uint64(w.spec.MaxDeliver) {
+		return false
+	}
+	failed, ok := w.failures(ctx, msg, meta.NumDelivered-1) // deliveries before this one
+	if !ok || failed < uint64(w.spec.MaxDeliver) {
+		return false
+	}
+	reason := fmt.Sprintf("delivered %d times (%d of them handed back while waiting for a limit) without an answer", meta.NumDelivered-1, meta.NumDelivered-1-failed)
+	w.log.Warn().Str("subject", msg.Subject()).Uint64("deliveries", meta.NumDelivered).Msg("message dead-lettered")
+	if err := DeadLetter(ctx, w.js, msg, reason); err != nil {
+		w.log.Error().Err(err).Msg("dead-lettering failed; message will be redelivered")
+		_ = msg.NakWithDelay(w.delay(meta.NumDelivered))
+	}
+	return true
 }
 
 // ack acknowledges a handled message. Every handler tolerates a redelivery

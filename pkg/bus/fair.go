@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/heraldrun/herald/proto"
@@ -83,8 +84,9 @@ func headerTenant(msg jetstream.Msg) string {
 // waitError is a handler's answer that its message must wait for room
 // under a limit (Wait).
 type waitError struct {
-	scope string
-	err   error
+	scope    string
+	position int
+	err      error
 }
 
 func (e *waitError) Error() string { return e.err.Error() }
@@ -98,10 +100,63 @@ func (e *waitError) Unwrap() error { return e.err }
 // through, else every parkRetry.
 func Wait(scope string, err error) error { return &waitError{scope: scope, err: err} }
 
+// WaitAt is Wait for a message that knows its place among the scope's
+// waiters (1: next): a worker that hands it back to the stream (it holds
+// more waiting messages than its bounds) brings it back about when its
+// turn may come, by how fast the scope's waiters have been going through.
+func WaitAt(scope string, position int, err error) error {
+	return &waitError{scope: scope, position: position, err: err}
+}
+
 // IsWait reports whether err is a Wait.
 func IsWait(err error) bool {
 	var w *waitError
 	return errors.As(err, &w)
+}
+
+type throughKey struct{}
+
+// throughFlag records that a handler said its message got through.
+type throughFlag struct {
+	mu   sync.Mutex
+	done bool
+}
+
+func (f *throughFlag) passed() bool {
+	if f == nil {
+		return false
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.done
+}
+
+// Through tells the worker that the message being handled in ctx, one that
+// waited (Wait), got through its limit: the others waiting in its scope
+// are tried again at once rather than when the handler returns, so they
+// learn their new places (and take room that may remain) while it works.
+// Outside a handler of a message that waited it does nothing.
+func Through(ctx context.Context) {
+	if f, ok := ctx.Value(throughKey{}).(func()); ok {
+		f()
+	}
+}
+
+// letThrough is Through for j, once.
+func (w *Worker) letThrough(j job, f *throughFlag) {
+	f.mu.Lock()
+	first := !f.done
+	f.done = true
+	f.mu.Unlock()
+	if !first {
+		return
+	}
+	w.qmu.Lock()
+	woke := w.window.done(j.scope)
+	w.qmu.Unlock()
+	if woke {
+		w.wake()
+	}
 }
 
 // parkRetry is how often a waiting scope's oldest message is tried again
@@ -120,6 +175,11 @@ type job struct {
 	tenant string
 	seq    uint64
 	scope  string
+	// position is its place among the scope's waiters when it last
+	// waited (0: not known).
+	position int
+	// delivered is the server's delivery count when it came.
+	delivered uint64
 }
 
 // DefaultLookahead is how many pending messages a worker holds beyond its
@@ -138,17 +198,32 @@ type fairQueue struct {
 	credit int      // messages its turn has left
 	n      int
 	retry  []job
+	// retried is set when the last message popped was a retry.
+	retried bool
 	// parked are messages waiting for room, by scope, oldest first;
 	// trying counts those of a scope being tried again by a handler.
 	parked map[string][]job
 	trying map[string]int
+	// maxParked and maxPerScope bound parked, in all and per scope (0:
+	// no bound); park hands back the newest beyond them.
+	maxParked, maxPerScope int
+	// pace is, per scope, how fast its waiters went through here.
+	pace map[string]*scopePace
+}
+
+// scopePace is how often a scope's waiters went through: the last time and
+// a moving average of the time between two.
+type scopePace struct {
+	last  time.Time
+	every time.Duration
 }
 
 func newFairQueue(weight func(string) int) *fairQueue {
 	if weight == nil {
 		weight = func(string) int { return 1 }
 	}
-	return &fairQueue{weight: weight, queues: map[string][]job{}, parked: map[string][]job{}, trying: map[string]int{}}
+	return &fairQueue{weight: weight, queues: map[string][]job{}, parked: map[string][]job{}, trying: map[string]int{},
+		pace: map[string]*scopePace{}}
 }
 
 func (q *fairQueue) w(tenant string) int { return max(q.weight(tenant), 1) }
@@ -172,11 +247,16 @@ func (q *fairQueue) push(j job) {
 
 // pop takes the next message: one that waited and is tried again, else the
 // next of the tenant whose turn it is. fromWindow is false for a retry.
+// With both waiting, they take turns: a scope's waiters, all tried again
+// each time one goes through, would otherwise keep every handler busy
+// while other tenants' messages wait in the window.
 func (q *fairQueue) pop() (j job, fromWindow, ok bool) {
-	if len(q.retry) > 0 {
+	if len(q.retry) > 0 && (q.n == 0 || !q.retried) {
 		j, q.retry = q.retry[0], q.retry[1:]
+		q.retried = true
 		return j, false, true
 	}
+	q.retried = false
 	if q.n == 0 {
 		return job{}, false, false
 	}
@@ -202,18 +282,102 @@ func (q *fairQueue) pop() (j job, fromWindow, ok bool) {
 	return j, true, true
 }
 
-// park keeps j until its scope may have room, in stream order.
-func (q *fairQueue) park(j job, scope string) {
+// park keeps j until its scope may have room, in stream order. Beyond the
+// bounds it returns the messages to hand back to the stream: the newest of
+// j's scope beyond maxPerScope, then the newest of the scope holding most
+// beyond maxParked. The oldest stay: they are the next to go.
+func (q *fairQueue) park(j job, scope string, position int) (excess []job) {
 	if j.scope != "" {
 		q.trying[j.scope]-- // it was tried again and waits again
 	}
-	j.scope = scope
-	p := q.parked[scope]
+	j.scope, j.position = scope, position
+	q.keep(j)
+	if q.maxPerScope > 0 && len(q.parked[scope]) > q.maxPerScope {
+		excess = append(excess, q.dropNewest(scope))
+	}
+	for q.maxParked > 0 && q.parkedCount() > q.maxParked {
+		excess = append(excess, q.dropNewest(q.fullest()))
+	}
+	return excess
+}
+
+// keep parks j (its scope set) whatever the bounds.
+func (q *fairQueue) keep(j job) {
+	p := q.parked[j.scope]
 	i := sort.Search(len(p), func(i int) bool { return p[i].seq > j.seq })
 	p = append(p, job{})
 	copy(p[i+1:], p[i:])
 	p[i] = j
-	q.parked[scope] = p
+	q.parked[j.scope] = p
+}
+
+func (q *fairQueue) dropNewest(scope string) job {
+	p := q.parked[scope]
+	j := p[len(p)-1]
+	if len(p) == 1 {
+		delete(q.parked, scope)
+	} else {
+		q.parked[scope] = p[:len(p)-1]
+	}
+	return j
+}
+
+// paced records that one of scope's waiters went through at now.
+func (q *fairQueue) paced(scope string, now time.Time) {
+	p := q.pace[scope]
+	if p == nil {
+		q.pace[scope] = &scopePace{last: now}
+		return
+	}
+	gap := now.Sub(p.last)
+	p.last = now
+	if p.every == 0 {
+		p.every = gap
+	} else {
+		p.every = (4*p.every + gap) / 5
+	}
+}
+
+// returnDelay is how long j, handed back for the n-th time, stays away:
+// about half the time the waiters ahead of it beyond those kept here take
+// to go through at the scope's pace; with no pace known yet, longer the
+// more often it came back and the further back it stands (so that a
+// flood's hand-backs do not all come back at once: the server delivers
+// them before any new message); between minReturn and maxReturn.
+func (q *fairQueue) returnDelay(j job, n int) time.Duration {
+	ahead := j.position - len(q.parked[j.scope])
+	if p := q.pace[j.scope]; p != nil && p.every > 0 && j.position > 0 {
+		return min(max(time.Duration(ahead)*p.every/2, minReturn), maxReturn)
+	}
+	spread := time.Duration(max(1, ahead/max(1, q.maxPerScope)))
+	return min(minReturn<<min(max(n-1, 0), 6)*spread, maxReturn/4)
+}
+
+// minReturn and maxReturn bound how long a handed-back message stays away;
+// maxReturn is well inside WaitLease, so it keeps its place among its
+// scope's waiters.
+const (
+	minReturn = 250 * time.Millisecond
+	maxReturn = 10 * time.Second
+)
+
+func (q *fairQueue) parkedCount() int {
+	n := 0
+	for _, p := range q.parked {
+		n += len(p)
+	}
+	return n
+}
+
+// fullest is the scope with most messages parked (by name on a tie).
+func (q *fairQueue) fullest() string {
+	best, most := "", 0
+	for scope, p := range q.parked {
+		if len(p) > most || len(p) == most && scope < best {
+			best, most = scope, len(p)
+		}
+	}
+	return best
 }
 
 // retryHeads queues each waiting scope's oldest message (all of them,
@@ -242,6 +406,7 @@ func (q *fairQueue) retryHeads(all bool) bool {
 // once, oldest first (room may remain, and their positions moved); it
 // reports whether any were.
 func (q *fairQueue) done(scope string) bool {
+	q.paced(scope, time.Now())
 	q.trying[scope]--
 	p := q.parked[scope]
 	delete(q.parked, scope)
@@ -279,7 +444,7 @@ func (q *fairQueue) held() []jetstream.Msg {
 func (q *fairQueue) drain() []jetstream.Msg {
 	out := q.held()
 	q.queues, q.ring, q.n, q.retry = map[string][]job{}, nil, 0, nil
-	q.parked, q.trying = map[string][]job{}, map[string]int{}
+	q.parked, q.trying, q.pace = map[string][]job{}, map[string]int{}, map[string]*scopePace{}
 	return out
 }
 
@@ -287,7 +452,7 @@ func (q *fairQueue) drain() []jetstream.Msg {
 func (w *Worker) enqueue(msg jetstream.Msg) {
 	j := job{msg: msg, tenant: MsgTenant(msg)}
 	if meta, err := msg.Metadata(); err == nil {
-		j.seq = meta.Sequence.Stream
+		j.seq, j.delivered = meta.Sequence.Stream, meta.NumDelivered
 	}
 	w.qmu.Lock()
 	w.window.push(j)
@@ -389,7 +554,9 @@ func (w *Worker) settled(j job, err error) bool {
 	case <-w.stopping:
 		if waits {
 			// handed back for another process (Stop handed back the rest)
-			_ = j.msg.Nak()
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			w.handBackStopping(ctx, j.msg)
+			cancel()
 			return true
 		}
 		return false
@@ -397,8 +564,9 @@ func (w *Worker) settled(j job, err error) bool {
 	}
 	w.qmu.Lock()
 	woke := false
+	var excess []job
 	if waits {
-		w.window.park(j, we.scope)
+		excess = w.window.park(j, we.scope, we.position)
 	} else {
 		woke = w.window.done(j.scope)
 	}
@@ -406,16 +574,40 @@ func (w *Worker) settled(j job, err error) bool {
 	if woke {
 		w.wake()
 	}
+	for _, x := range excess {
+		if !w.handBackWaiting(x) {
+			w.qmu.Lock()
+			w.window.keep(x)
+			w.qmu.Unlock()
+		}
+	}
 	return waits
 }
 
 // handBack returns the messages still in the window to the stream, for
 // another process (or this one's successor) to take at once.
+//
+// A worker whose messages may wait counts each as handed back (returns.go)
+// first, within a few seconds in all: stopping never brings a message
+// nearer dead-lettering.
 func (w *Worker) handBack() {
 	w.qmu.Lock()
 	held := w.window.drain()
 	w.qmu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
 	for _, m := range held {
-		_ = m.Nak()
+		w.handBackStopping(ctx, m)
 	}
+}
+
+// handBackStopping hands a message back as the worker stops, counted when
+// it can be (else as a plain Nak, a delivery like any other).
+func (w *Worker) handBackStopping(ctx context.Context, m jetstream.Msg) {
+	if w.returns != nil && ctx.Err() == nil {
+		if _, err := w.returns.add(ctx, m); err != nil {
+			w.warnReturns(err)
+		}
+	}
+	_ = m.Nak()
 }

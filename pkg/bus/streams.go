@@ -66,6 +66,15 @@ const (
 	BucketProviderLimits = "herald_provider_limits"
 )
 
+// BucketReturns counts, per message, how often a worker handed it back
+// to its stream while it waited for a limit (returns.go), so that those
+// deliveries never count toward its MaxDeliver.
+const BucketReturns = "herald_returns"
+
+// ReturnsTTL drops a message's count this long after it was last handed
+// back (one waiting is handed back every few seconds at most).
+const ReturnsTTL = time.Hour
+
 // ProviderLimitsTTL drops the record of a provider nobody called for this long.
 const ProviderLimitsTTL = time.Hour
 
@@ -156,6 +165,8 @@ func Buckets(replicas int) []jetstream.KeyValueConfig {
 	return []jetstream.KeyValueConfig{
 		{Bucket: BucketSessions, History: 1, Storage: jetstream.FileStorage, Replicas: replicas},
 		{Bucket: BucketLimits, History: 1, Storage: jetstream.FileStorage, Replicas: replicas},
+		{Bucket: BucketReturns, History: 1, TTL: ReturnsTTL, Storage: jetstream.FileStorage, Replicas: replicas,
+			Description: "how often each waiting message was handed back to its stream"},
 		{Bucket: BucketMemory, History: 5, Storage: jetstream.FileStorage, Replicas: replicas},
 		{Bucket: BucketSpend, History: 1, Storage: jetstream.FileStorage, Replicas: replicas},
 		{Bucket: BucketToolRunner, History: 1, TTL: ToolRunnerStateTTL, Storage: jetstream.FileStorage, Replicas: replicas},

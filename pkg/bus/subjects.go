@@ -47,6 +47,11 @@ const (
 // (no queue group) with its pool, so the runners of each pool are counted.
 const RunnersPing = "herald.runners.ping"
 
+// ProvidersPaused carries a provider's pause (a 429's Retry-After) from the
+// gateway that was refused to every other gateway (core NATS, no stream),
+// so none of them asks the provider again before it ends.
+const ProvidersPaused = "herald.providers.paused"
+
 // DefaultPool is the tool-runner pool of tasks that name none.
 const DefaultPool = "default"
 

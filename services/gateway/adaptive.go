@@ -38,18 +38,22 @@ func newAdaptive(ceiling int) *adaptive {
 }
 
 // acquire waits until a call may start: no pause, fewer in flight than the
-// limit. It returns when the call started, or ctx's error.
-func (a *adaptive) acquire(ctx context.Context) (time.Time, error) {
+// limit. It returns when the call started, or ctx's error. waiting (if not
+// nil) is told each time the call waits: paused, or at the cap.
+func (a *adaptive) acquire(ctx context.Context, waiting func(paused bool, limit int)) (time.Time, error) {
 	for {
 		a.mu.Lock()
 		now := a.now()
-		wait, freed := a.paused.Sub(now), a.freed
-		if wait <= 0 && a.inflight < int(a.limit) {
+		wait, freed, limit := a.paused.Sub(now), a.freed, int(a.limit)
+		if wait <= 0 && a.inflight < limit {
 			a.inflight++
 			a.mu.Unlock()
 			return now, nil
 		}
 		a.mu.Unlock()
+		if waiting != nil {
+			waiting(wait > 0, limit)
+		}
 		if err := waitFor(ctx, freed, wait); err != nil {
 			return time.Time{}, err
 		}
@@ -78,6 +82,15 @@ func (a *adaptive) done(started time.Time, ok, rateLimited bool, retryAfter time
 	}
 	close(a.freed)
 	a.freed = make(chan struct{})
+}
+
+// pauseUntil holds new calls until t (another gateway's 429, pauses.go).
+func (a *adaptive) pauseUntil(t time.Time) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if t.After(a.paused) {
+		a.paused = t
+	}
 }
 
 // current is the cap in force now and the calls in flight.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/heraldrun/herald/pkg/pricing"
 	"github.com/heraldrun/herald/pkg/telemetry"
+	hproto "github.com/heraldrun/herald/proto"
 	"github.com/heraldrun/herald/proto/heraldpb"
 	"google.golang.org/protobuf/proto"
 )
@@ -112,7 +113,9 @@ func (r *callRun) attempt(ctx context.Context, ep endpoint) (modelAnswer, *attem
 		return modelAnswer{}, ae
 	}
 	// beyond the provider's limits the call waits here, not failing
-	pass, err := r.s.gates.enter(ctx, ep.provider, estimateTokens(r.req))
+	pass, err := r.s.gates.enter(ctx, ep.provider, estimateTokens(r.req), func(limit, message string) {
+		r.progress.publish(hproto.Event{Type: hproto.EventQueued, Provider: ep.provider, Model: ep.model, Limit: limit, Message: message})
+	})
 	if err != nil {
 		return modelAnswer{}, r.stopped(ctx, nil)
 	}

@@ -2,11 +2,14 @@ package gateway
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
 	"github.com/heraldrun/herald/pkg/config"
+	"github.com/heraldrun/herald/proto"
 	"github.com/heraldrun/herald/proto/heraldpb"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 )
@@ -23,6 +26,9 @@ type gates struct {
 
 	mu         sync.Mutex
 	byProvider map[string]*gate
+	// nc and id announce this gateway's pauses (pauses.go).
+	nc *nats.Conn
+	id string
 	// warned spaces the warnings about an unreachable shared state.
 	warned time.Time
 }
@@ -68,10 +74,29 @@ func (g *gates) of(provider string) *gate {
 
 // enter waits until the provider may take a call of about cost tokens. Its
 // only error is ctx's: a shared state that cannot be read is logged and
-// the call goes on under this process's own cap.
-func (g *gates) enter(ctx context.Context, provider string, cost int64) (*pass, error) {
+// the call goes on under this process's own cap. waiting (if not nil) is
+// told what the call waits for (a proto.Limit* and a message for the
+// session) each time that changes.
+func (g *gates) enter(ctx context.Context, provider string, cost int64, waiting func(limit, message string)) (*pass, error) {
 	gt := g.of(provider)
-	started, err := gt.adaptive.acquire(ctx)
+	prof := g.profiles[provider]
+	told := ""
+	tell := func(limit, message string) {
+		if waiting != nil && limit != told {
+			told = limit
+			waiting(limit, message)
+		}
+	}
+	started, err := gt.adaptive.acquire(ctx, func(paused bool, limit int) {
+		switch {
+		case paused:
+			tell(proto.LimitPause, fmt.Sprintf("provider %s asked for a pause (429 with Retry-After); this call goes when it ends", provider))
+		case gt.adaptive.fixed:
+			tell(proto.LimitProviderCalls, fmt.Sprintf("provider %s has %d calls in flight from this gateway, its max_concurrent; this call goes when one ends", provider, limit))
+		default:
+			tell(proto.LimitGatewayCap, fmt.Sprintf("this gateway has %d calls to provider %s in flight, its cap (lowered by the provider's 429s); this call goes when one ends", limit, provider))
+		}
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -79,7 +104,19 @@ func (g *gates) enter(ctx context.Context, provider string, cost int64) (*pass, 
 	if gt.shared == nil {
 		return p, nil
 	}
-	if err := gt.shared.acquire(ctx, cost); err != nil {
+	err = gt.shared.acquire(ctx, cost, func(limit string, d time.Duration) {
+		switch limit {
+		case proto.LimitPause:
+			tell(limit, fmt.Sprintf("provider %s asked for a pause (429 with Retry-After); this call goes in %s", provider, d.Round(time.Millisecond)))
+		case proto.LimitProviderRPM:
+			tell(limit, fmt.Sprintf("provider %s is at its rpm %d across every gateway; this call goes in %s", provider, prof.RPM, d.Round(time.Millisecond)))
+		case proto.LimitProviderTPM:
+			tell(limit, fmt.Sprintf("provider %s is at its tpm %d across every gateway; this call goes in %s", provider, prof.TPM, d.Round(time.Millisecond)))
+		default:
+			tell(limit, fmt.Sprintf("provider %s has its max_concurrent %d calls in flight across every gateway (fewer while its 429s hold it down); this call goes when one ends", provider, prof.MaxConcurrent))
+		}
+	})
+	if err != nil {
 		if ctx.Err() != nil {
 			gt.adaptive.done(started, false, false, 0)
 			return nil, ctx.Err()
@@ -100,6 +137,9 @@ func (p *pass) leave(ctx context.Context, provider string, ae *attemptError, use
 		retryAfter = ae.retryAfter
 	}
 	p.gate.adaptive.done(p.started, ae == nil, limited, retryAfter)
+	if retryAfter > 0 {
+		p.g.announcePause(provider, retryAfter)
+	}
 	if !p.shared {
 		return
 	}

@@ -6,9 +6,20 @@ import (
 	"time"
 
 	"github.com/heraldrun/herald/pkg/bus"
+	"github.com/heraldrun/herald/proto"
 	"github.com/heraldrun/herald/proto/heraldpb"
 	"github.com/nats-io/nats.go/jetstream"
 )
+
+// queued tells req's session its model call waits for a limit ev names
+// (the session's other queued events come from the loop, admit.go).
+func (s *Service) queued(req *heraldpb.LLMRequest, ev proto.Event) {
+	ev.Type, ev.SessionID, ev.TaskID = proto.EventQueued, req.GetSessionId(), req.GetTaskId()
+	ev.Step, ev.RequestID, ev.BoundTenant = int(req.GetStep()), req.GetRequestId(), req.GetBoundTenant()
+	if err := bus.PublishEvent(s.nc, ev); err != nil {
+		s.log.Warn().Err(err).Str("session_id", ev.SessionID).Msg("queued event not published")
+	}
+}
 
 // limitCall holds a model call to its tenant's max_concurrent_model_calls,
 // counted across every gateway (bus.Slots): a call beyond it waits in the
@@ -33,8 +44,13 @@ func (s *Service) limitCall(ctx context.Context, req *heraldpb.LLMRequest, msg j
 		return nil, err
 	}
 	if place.Position > 0 {
-		return nil, bus.Wait(scope, fmt.Errorf("tenant %s is at max_concurrent_model_calls %d", tenant, limit))
+		if place.Moved {
+			s.queued(req, proto.Event{Position: place.Position, Limit: proto.LimitModelCalls,
+				Message: fmt.Sprintf("tenant %s has %d model calls in flight, its max_concurrent_model_calls; this call goes when one ends", tenant, limit)})
+		}
+		return nil, bus.WaitAt(scope, place.Position, fmt.Errorf("tenant %s is at max_concurrent_model_calls %d", tenant, limit))
 	}
+	bus.Through(ctx) // the calls waiting behind it move up now, not when it ends
 	return func() {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()

@@ -12,6 +12,7 @@ import (
 
 	"github.com/heraldrun/herald/pkg/bus"
 	"github.com/heraldrun/herald/pkg/config"
+	"github.com/heraldrun/herald/proto"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -84,14 +85,25 @@ func newSharedLimits(js jetstream.JetStream, provider string, prof config.Provid
 // acquire waits until a call of cost tokens (estimated) may be sent: its
 // rate reservation is due, no pause holds, and fewer than max_concurrent
 // calls are in flight across the gateways; the call is then counted.
-func (l *sharedLimits) acquire(ctx context.Context, cost int64) error {
+// waiting (if not nil) is told each time the call waits, with the limit
+// that holds it (proto.Limit*) and how long that is known to last (0: until
+// a call ends).
+func (l *sharedLimits) acquire(ctx context.Context, cost int64, waiting func(limit string, d time.Duration)) error {
+	note := func(limit string, d time.Duration) {
+		if waiting != nil && d >= 0 {
+			waiting(limit, d)
+		}
+	}
 	if l.prof.RPM > 0 || l.prof.TPM > 0 {
-		start, err := l.reserve(ctx, cost)
+		start, by, err := l.reserve(ctx, cost)
 		if err != nil {
 			return err
 		}
-		if err := waitFor(ctx, nil, start.Sub(l.now())); err != nil {
-			return err
+		if d := start.Sub(l.now()); d > 0 {
+			note(by, d)
+			if err := waitFor(ctx, nil, d); err != nil {
+				return err
+			}
 		}
 	}
 	for {
@@ -101,6 +113,7 @@ func (l *sharedLimits) acquire(ctx context.Context, cost int64) error {
 		}
 		now := l.now()
 		if pause := time.Duration(rec.PausedUntil - now.UnixNano()); pause > 0 {
+			note(proto.LimitPause, pause)
 			if err := waitFor(ctx, nil, pause); err != nil {
 				return err
 			}
@@ -110,6 +123,7 @@ func (l *sharedLimits) acquire(ctx context.Context, cost int64) error {
 			return nil
 		}
 		if rec.inflight(now) >= rec.capacity(l.prof.MaxConcurrent) {
+			note(proto.LimitProviderCalls, 0)
 			l.mu.Lock()
 			freed := l.freed
 			l.mu.Unlock()
@@ -131,28 +145,33 @@ func (l *sharedLimits) acquire(ctx context.Context, cost int64) error {
 	}
 }
 
-// reserve takes the next start the rates allow (GCRA) and returns it.
-func (l *sharedLimits) reserve(ctx context.Context, cost int64) (time.Time, error) {
+// reserve takes the next start the rates allow (GCRA) and returns it, with
+// the limit that put it latest (proto.Limit*).
+func (l *sharedLimits) reserve(ctx context.Context, cost int64) (time.Time, string, error) {
 	for {
 		kv, rec, rev, err := l.load(ctx)
 		if err != nil {
-			return time.Time{}, err
+			return time.Time{}, "", err
 		}
 		now := l.now().UnixNano()
-		start := max(now, rec.PausedUntil)
+		start, by := max(now, rec.PausedUntil), proto.LimitPause
 		if l.prof.RPM > 0 {
 			every := int64(time.Minute) / int64(l.prof.RPM)
 			burst := max(1, int64(l.prof.RPM)/60)
-			start = max(start, rec.RPMAt-(burst-1)*every)
+			if due := rec.RPMAt - (burst-1)*every; due > start {
+				start, by = due, proto.LimitProviderRPM
+			}
 			rec.RPMAt = max(rec.RPMAt, start) + every
 		}
 		if l.prof.TPM > 0 {
 			perToken := int64(time.Minute) / int64(l.prof.TPM)
-			start = max(start, rec.TPMAt-int64(time.Second))
+			if due := rec.TPMAt - int64(time.Second); due > start {
+				start, by = due, proto.LimitProviderTPM
+			}
 			rec.TPMAt = max(rec.TPMAt, start) + max(1, cost)*perToken
 		}
 		if ok, err := l.store(ctx, kv, rec, rev); ok || err != nil {
-			return time.Unix(0, start), err
+			return time.Unix(0, start), by, err
 		}
 	}
 }

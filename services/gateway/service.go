@@ -50,6 +50,7 @@ type Service struct {
 	worker   *bus.Worker
 	webhook  *bus.Worker
 	sub      *nats.Subscription
+	pauses   *nats.Subscription
 	started  bool
 	shutdown bool
 	// stopPrices ends the watch of imported prices.
@@ -104,12 +105,18 @@ func (s *Service) Start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("gateway: subscribe to interrupts: %w", err)
 	}
+	pauses, err := s.gates.listen(s.nc)
+	if err != nil {
+		_ = sub.Unsubscribe()
+		return fmt.Errorf("gateway: subscribe to providers' pauses: %w", err)
+	}
 	spec := bus.ConsumerSpec{
 		Stream:         bus.StreamLLMRequests,
 		Durable:        Durable,
 		FilterSubjects: []string{bus.LLMRequest(">")},
 		Concurrency:    s.cfg.Concurrency,
 		Weight:         s.tenants.TenantWeight,
+		Waits:          true, // tenants' max_concurrent_model_calls (limit.go)
 	}
 	pctx, stopPrices := context.WithCancel(context.WithoutCancel(ctx))
 	if err := s.pricer.watchPrices(pctx, s.js, s.log); err != nil {
@@ -121,18 +128,21 @@ func (s *Service) Start(ctx context.Context) error {
 	if err != nil {
 		stopPrices()
 		_ = sub.Unsubscribe()
+		_ = pauses.Unsubscribe()
 		return fmt.Errorf("gateway: %w", err)
 	}
 	hook, err := s.startWebhook(ctx)
 	if err != nil {
 		stopPrices()
 		_ = sub.Unsubscribe()
+		_ = pauses.Unsubscribe()
 		_ = w.Stop(ctx)
 		return fmt.Errorf("gateway: budget webhook: %w", err)
 	}
 	renewing, stopRenew := context.WithCancel(context.WithoutCancel(ctx))
 	go s.gates.renew(renewing)
 	s.sub, s.worker, s.webhook, s.started, s.stopPrices, s.stopRenew = sub, w, hook, true, stopPrices, stopRenew
+	s.pauses = pauses
 	s.log.Info().Str("model", s.cfg.Primary.Model).Str("api_mode", s.endpoints[0].mode).
 		Int("fallbacks", len(s.cfg.Fallbacks)).Msg("gateway taking LLM requests")
 	return nil
@@ -147,7 +157,7 @@ func (s *Service) Shutdown(ctx context.Context) error {
 		return nil
 	}
 	s.shutdown = true
-	w, sub, hook, stopRenew := s.worker, s.sub, s.webhook, s.stopRenew
+	w, sub, hook, stopRenew, pauses := s.worker, s.sub, s.webhook, s.stopRenew, s.pauses
 	if s.stopPrices != nil {
 		s.stopPrices()
 	}
@@ -164,6 +174,9 @@ func (s *Service) Shutdown(ctx context.Context) error {
 	}
 	if sub != nil {
 		errs = append(errs, sub.Unsubscribe())
+	}
+	if pauses != nil {
+		errs = append(errs, pauses.Unsubscribe())
 	}
 	s.hc.CloseIdleConnections()
 	return errors.Join(errs...)

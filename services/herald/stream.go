@@ -204,6 +204,12 @@ func (s *stream) onEvent(data []byte) {
 		fmt.Fprintf(s.cio.err, "  %s %s %s\n", toolMark(ev.Status), ev.Tool, ev.Status)
 	case proto.EventRetry, proto.EventFallback, proto.EventCompression, proto.EventContextPressure, proto.EventWarning:
 		fmt.Fprintf(s.cio.err, "  · %s: %s\n", ev.Type, ev.Message)
+	case proto.EventQueued:
+		if ev.Position > 0 {
+			fmt.Fprintf(s.cio.err, "  · queued (position %d): %s\n", ev.Position, ev.Message)
+		} else {
+			fmt.Fprintf(s.cio.err, "  · queued: %s\n", ev.Message)
+		}
 	}
 }
 

@@ -58,3 +58,23 @@ func TestStreamPrintsAnAnswerOnceWhenItsStepStateArrivesLate(t *testing.T) {
 	s.finish(proto.Result{FinalResponse: "done"})
 	require.Equal(t, "let me look\ndone\n", out.String())
 }
+
+// `herald run` says when the session waits: its turn for a tenant's
+// session limit, a model call for a tenant's or a provider's limit.
+func TestStreamSaysWhenTheSessionOrAModelCallWaits(t *testing.T) {
+	var out, errOut bytes.Buffer
+	s := &stream{cio: cliIO{out: &out, err: &errOut}}
+	for _, ev := range []proto.Event{
+		{Type: proto.EventQueued, Position: 2, Limit: proto.LimitSessions, Message: "tenant acme has 1 sessions going, its limit; this one starts when a slot frees"},
+		{Type: proto.EventQueued, Position: 1, Limit: proto.LimitSessions, Message: "tenant acme has 1 sessions going, its limit; this one starts when a slot frees"},
+		{Type: proto.EventQueued, Limit: proto.LimitPause, Provider: "openai", Message: "provider openai asked for a pause (429 with Retry-After); this call goes in 2s"},
+	} {
+		data, err := json.Marshal(ev)
+		require.NoError(t, err)
+		s.onEvent(data)
+	}
+	require.Equal(t, "  · queued (position 2): tenant acme has 1 sessions going, its limit; this one starts when a slot frees\n"+
+		"  · queued (position 1): tenant acme has 1 sessions going, its limit; this one starts when a slot frees\n"+
+		"  · queued: provider openai asked for a pause (429 with Retry-After); this call goes in 2s\n", errOut.String())
+	require.Empty(t, out.String(), "the answer's text stays clean")
+}

@@ -34,13 +34,13 @@ func (s *Service) admitTurn(ctx context.Context, task proto.Task, published time
 	}
 	if place.Moved {
 		ev := proto.Event{Type: proto.EventQueued, SessionID: task.SessionID, TaskID: task.TaskID,
-			Position: place.Position, BoundTenant: task.BoundTenant,
+			Position: place.Position, Limit: proto.LimitSessions, BoundTenant: task.BoundTenant,
 			Message: fmt.Sprintf("tenant %s has %d sessions going, its limit; this one starts when a slot frees", tenant, limit)}
 		if err := bus.PublishEvent(s.deps.NC, ev); err != nil {
 			s.log.Warn().Err(err).Str("session_id", task.SessionID).Msg("queued event not published")
 		}
 	}
-	return "", bus.Wait(scope, fmt.Errorf("tenant %s is at max_concurrent_sessions %d", tenant, limit))
+	return "", bus.WaitAt(scope, place.Position, fmt.Errorf("tenant %s is at max_concurrent_sessions %d", tenant, limit))
 }
 
 // needsSlot says whether task's turn must hold a slot under its tenant's

@@ -81,7 +81,7 @@ func (s *Service) Start(ctx context.Context) error {
 		h    bus.Handler
 	}{
 		{bus.ConsumerSpec{Stream: bus.StreamTasks, Durable: "loop-tasks", FilterSubjects: slices.Clone(bus.TaskSubjects),
-			MaxDeliver: 2000, RetryDelays: busyDelays}, s.handleTask},
+			MaxDeliver: 2000, RetryDelays: busyDelays, Waits: true}, s.handleTask},
 		{bus.ConsumerSpec{Stream: bus.StreamLLMResponses, Durable: "loop-llm",
 			FilterSubjects: []string{bus.LLMResponseFilter(bus.OwnerLoop)}, MaxDeliver: 50, RetryDelays: raceDelays}, s.handleModelResponse},
 		{bus.ConsumerSpec{Stream: bus.StreamToolResults, Durable: "loop-tools",

@@ -197,7 +197,7 @@ func TestNATSConfigNamesOnlyRealStreamsAndSubjects(t *testing.T) {
 	}
 	core := []string{bus.MemorySnapshotSubject, bus.ToolSpecsSubject, memory.SearchSubject, memory.RecallSubject,
 		bus.HookOnSessionStart(), bus.HookPreLLMCall(), bus.HookPreAPIRequest(), bus.HookPostAPIRequest(), bus.HookPreToolCall(),
-		bus.ContextFiles("*"), bus.ContextFiles(bus.DefaultPool), bus.RunnersPing}
+		bus.ContextFiles("*"), bus.ContextFiles(bus.DefaultPool), bus.RunnersPing, bus.ProvidersPaused}
 	deadLetter := map[string]bool{"MEMORY_SNAPSHOT": true} // memory's core requests dead-letter here
 	for s := range streams {
 		deadLetter[s] = true
