@@ -31,9 +31,9 @@ type Config struct {
 	// the processors busy. More only moves the queue from the worker's
 	// window, which serves tenants by weight, into the Go scheduler's, which
 	// serves goroutines first come, first served: with 1,024, a tenant's
-	// task published behind another's 1,000 started 0.5–1.0 s later, with
-	// 64 within 30–90 ms, at the same throughput (docs/BENCHMARKS.md,
-	// "Fair share").
+	// task published behind another's 1,000 started 0.3–1.0 s later, with
+	// 64 within 30–90 ms; the flood's own total stayed within the noise
+	// (docs/BENCHMARKS.md, "Fair share between tenants").
 	Concurrency int
 	// SnapshotTimeout bounds the wait for the memory snapshot at session start.
 	SnapshotTimeout time.Duration
