@@ -35,15 +35,10 @@ func returnKey(meta *jetstream.MsgMetadata) string {
 
 // add counts one more hand-back of msg and returns the new count.
 func (r *returnCounts) add(ctx context.Context, msg jetstream.Msg) (int, error) {
-	meta, err := msg.Metadata()
+	kv, key, err := r.open(ctx, msg)
 	if err != nil {
 		return 0, err
 	}
-	kv, err := r.b.Open(ctx)
-	if err != nil {
-		return 0, fmt.Errorf("returns bucket: %w", err)
-	}
-	key := returnKey(meta)
 	for range 20 {
 		n, rev, err := r.read(ctx, kv, key)
 		if err != nil {
@@ -67,16 +62,25 @@ func (r *returnCounts) add(ctx context.Context, msg jetstream.Msg) (int, error) 
 
 // count is how often msg was handed back.
 func (r *returnCounts) count(ctx context.Context, msg jetstream.Msg) (int, error) {
-	meta, err := msg.Metadata()
+	kv, key, err := r.open(ctx, msg)
 	if err != nil {
 		return 0, err
 	}
+	n, _, err := r.read(ctx, kv, key)
+	return n, err
+}
+
+// open is the bucket and msg's key in it.
+func (r *returnCounts) open(ctx context.Context, msg jetstream.Msg) (jetstream.KeyValue, string, error) {
+	meta, err := msg.Metadata()
+	if err != nil {
+		return nil, "", err
+	}
 	kv, err := r.b.Open(ctx)
 	if err != nil {
-		return 0, fmt.Errorf("returns bucket: %w", err)
+		return nil, "", fmt.Errorf("returns bucket: %w", err)
 	}
-	n, _, err := r.read(ctx, kv, returnKey(meta))
-	return n, err
+	return kv, returnKey(meta), nil
 }
 
 func (r *returnCounts) read(ctx context.Context, kv jetstream.KeyValue, key string) (int, uint64, error) {
