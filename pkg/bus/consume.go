@@ -66,6 +66,10 @@ type ConsumerSpec struct {
 	MaxParked, MaxParkedPerScope int
 	// MaxAckPending is the consumer's, across every process (0: 65,536).
 	MaxAckPending int
+	// PeekSubjects, on a stream whose subjects name the tenant (tasks:
+	// herald.tasks.<tenant>), lets a crowded window look past itself for
+	// other tenants' messages (peek.go).
+	PeekSubjects []string
 }
 
 // DefaultMaxParked is how many waiting messages a worker holds, in all and
@@ -173,6 +177,10 @@ type Worker struct {
 	// spec.Waits; returns.go); returnsWarned spaces its warnings.
 	returns       *returnCounts
 	returnsWarned time.Time
+	// peeked holds the stream sequences read past the window and not done;
+	// peeking counts them by tenant (peek.go). Under qmu.
+	peeked  map[uint64]bool
+	peeking map[string]int
 }
 
 // StartWorker creates (or binds to) the durable consumer and starts handling
@@ -187,7 +195,8 @@ func StartWorker(ctx context.Context, js jetstream.JetStream, spec ConsumerSpec,
 	w := &Worker{spec: spec, js: js, handler: h, cancel: cancel, handling: handling,
 		idle: make(chan struct{}, spec.Concurrency), jobs: make(chan job, spec.Concurrency), stopping: make(chan struct{}),
 		space: make(chan struct{}, spec.Lookahead), window: newFairQueue(spec.Weight), ready: make(chan struct{}, 1),
-		log: log.With().Str("stream", spec.Stream).Str("consumer", spec.Durable).Logger()}
+		log:    log.With().Str("stream", spec.Stream).Str("consumer", spec.Durable).Logger(),
+		peeked: map[uint64]bool{}, peeking: map[string]int{}}
 	if spec.Waits {
 		w.returns = newReturnCounts(js)
 		w.window.maxParked, w.window.maxPerScope = spec.MaxParked, spec.MaxParkedPerScope
@@ -209,6 +218,10 @@ func StartWorker(ctx context.Context, js jetstream.JetStream, spec ConsumerSpec,
 	w.pulling.Add(2)
 	go w.dispatchLoop()
 	go w.keep()
+	if len(spec.PeekSubjects) > 0 {
+		w.pulling.Add(1)
+		go w.peekLoop(cons)
+	}
 	return w, nil
 }
 

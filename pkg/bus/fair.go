@@ -180,6 +180,8 @@ type job struct {
 	position int
 	// delivered is the server's delivery count when it came.
 	delivered uint64
+	// peeked: read past the window (peek.go), holding none of its room.
+	peeked bool
 }
 
 // DefaultLookahead is how many pending messages a worker holds beyond its
@@ -492,7 +494,7 @@ func (w *Worker) next() (job, bool) {
 		j, fromWindow, ok := w.window.pop()
 		w.qmu.Unlock()
 		if ok {
-			if fromWindow {
+			if fromWindow && !j.peeked {
 				w.space <- struct{}{}
 			}
 			return j, true

@@ -202,7 +202,7 @@ func TestNATSConfigNamesOnlyRealStreamsAndSubjects(t *testing.T) {
 	for s := range streams {
 		deadLetter[s] = true
 	}
-	api := regexp.MustCompile(`^\$JS\.API\.(?:STREAM\.(?:INFO|CREATE|UPDATE|PURGE|MSG\.GET)|CONSUMER\.(?:CREATE|INFO|MSG\.NEXT|DELETE)|DIRECT\.GET)\.([A-Za-z0-9_-]+)(?:\.|$)`)
+	api := regexp.MustCompile(`^\$JS\.API\.(?:STREAM\.(?:INFO|CREATE|UPDATE|PURGE|MSG\.GET|MSG\.DELETE)|CONSUMER\.(?:CREATE|INFO|MSG\.NEXT|DELETE)|DIRECT\.GET)\.([A-Za-z0-9_-]+)(?:\.|$)`)
 	ack := regexp.MustCompile(`^\$JS\.(?:ACK|FC)\.([A-Za-z0-9_-]+)\.`)
 	for _, name := range append(slices.Clone(service.Names), "client", "api") {
 		p := users[name].Permissions

@@ -1,0 +1,85 @@
+package bus_test
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/heraldrun/herald/pkg/bus"
+	"github.com/heraldrun/herald/pkg/heraldtest"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/require"
+)
+
+// deepFlood publishes flood tasks of acme and then three of globex, runs a
+// worker with a window of 32 over them, and returns the place among the
+// handled messages at which globex's first and last were handled, and how
+// often each message was handled.
+func deepFlood(t *testing.T, flood int, peek bool) (first, last int, handled map[string]int) {
+	b := heraldtest.StartBus(t)
+	for i := range flood {
+		publishTask(t, b, "acme", "acme-"+strconv.Itoa(i))
+	}
+	for i := range 3 {
+		publishTask(t, b, "globex", "globex-"+strconv.Itoa(i))
+	}
+	var mu sync.Mutex
+	handled = map[string]int{}
+	var n, globexFirst, globexLast atomic.Int32
+	spec := bus.ConsumerSpec{Concurrency: 2, Lookahead: 32}
+	if peek {
+		spec.PeekSubjects = []string{bus.TenantTasksFilter}
+	}
+	startTaskWorker(t, b.JS, spec, func(_ context.Context, m jetstream.Msg) error {
+		at := n.Add(1)
+		body := string(m.Data())
+		mu.Lock()
+		handled[body]++
+		mu.Unlock()
+		if strings.HasPrefix(body, "globex") {
+			globexFirst.CompareAndSwap(0, at)
+			globexLast.Store(at)
+		}
+		time.Sleep(3 * time.Millisecond) // the work
+		return nil
+	})
+	require.Eventually(t, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(handled) == flood+3
+	}, time.Minute, 10*time.Millisecond)
+	// every message handled is gone from the work queue, the ones read past
+	// the window included (deleted, not left for the consumer)
+	require.Eventually(t, func() bool {
+		n, err := bus.PendingWork(context.Background(), b.JS, bus.StreamTasks)
+		return err == nil && n == 0
+	}, 10*time.Second, 10*time.Millisecond)
+	mu.Lock()
+	defer mu.Unlock()
+	return int(globexFirst.Load()), int(globexLast.Load()), handled
+}
+
+// A tenant whose tasks are published behind more than a window of another
+// tenant's is served once the window is crowded, not when the window
+// reaches it: the worker reads its oldest tasks from the stream past the
+// window. Without the look past, the same flood holds it back to the end.
+func TestATenantBehindAFloodDeeperThanTheWindowIsServed(t *testing.T) {
+	const flood = 600
+	first, last, handled := deepFlood(t, flood, true)
+	t.Logf("looking past the window: globex's first handled %dth, its last %dth, of %d", first, last, flood+3)
+	require.Less(t, first, 150, "globex waited behind acme's flood (handled %dth of %d)", first, flood+3)
+	require.Less(t, last, 200, "globex's later tasks waited behind acme's flood (last handled %dth)", last)
+	for body, times := range handled {
+		// the worker never reads past its window what the consumer has
+		// delivered, so with one process nothing is handled twice
+		require.Equal(t, 1, times, "%s handled %d times", body, times)
+	}
+
+	first, _, _ = deepFlood(t, flood, false)
+	t.Logf("not looking past it: globex's first handled %dth", first)
+	require.Greater(t, first, flood-100, "without looking past the window globex was served %dth: the test would not tell the difference", first)
+}
