@@ -62,7 +62,7 @@ type resultCounter struct {
 	at    map[string]time.Time
 }
 
-func countResults(b *testing.B, h *H) *resultCounter {
+func countResults(b testing.TB, h *H) *resultCounter {
 	rc := &resultCounter{count: map[string]int{}, at: map[string]time.Time{}}
 	sub, err := h.NC.Subscribe("herald.session.*.result", func(m *nats.Msg) {
 		var res proto.Result
@@ -96,7 +96,7 @@ func (rc *resultCounter) when(taskID string) time.Time {
 
 // publishAll publishes tasks of tenant (prompts "<tenant> <i>", task ids
 // "<prefix>-<i>") as fast as the bus stores them.
-func publishAll(b *testing.B, h *H, tenant, prefix string, n int) {
+func publishAll(b testing.TB, h *H, tenant, prefix string, n int) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	batch := bus.NewBatch(h.JS)
