@@ -606,7 +606,8 @@ func (w *Worker) handBack() {
 // handBackStopping hands a message back as the worker stops, counted when
 // it can be (else as a plain Nak, a delivery like any other).
 func (w *Worker) handBackStopping(ctx context.Context, m jetstream.Msg) {
-	if w.returns != nil && ctx.Err() == nil {
+	// a message read past the window was never delivered: nothing to count
+	if _, peeked := m.(*peekedMsg); w.returns != nil && !peeked && ctx.Err() == nil {
 		if _, err := w.returns.add(ctx, m); err != nil {
 			w.warnReturns(err)
 		}

@@ -103,6 +103,12 @@ func (r *returnCounts) read(ctx context.Context, kv jetstream.KeyValue, key stri
 // (it is then kept waiting in the window: handed back uncounted, its
 // deliveries could dead-letter it).
 func (w *Worker) handBackWaiting(j job) bool {
+	if j.peeked {
+		// read past the window, never delivered: left in the stream, it
+		// spends no delivery, so there is nothing to count
+		_ = j.msg.Nak()
+		return true
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	n, err := w.returns.add(ctx, j.msg)

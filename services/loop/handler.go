@@ -132,8 +132,8 @@ func (s *Service) startTurn(ctx context.Context, t *txn, task proto.Task, publis
 	// this turn's recall is asked for while the system prompt is built
 	var recall <-chan string
 	if !cancelled {
-		ch := make(chan string, 1)
-		go func() { ch <- s.fetchRecall(ctx, st.Tenant, task.Prompt) }()
+		ch, tenant := make(chan string, 1), st.Tenant
+		go func() { ch <- s.fetchRecall(ctx, tenant, task.Prompt) }()
 		recall = ch
 	}
 	if len(t.msgs) == 0 {
