@@ -178,9 +178,11 @@ type Worker struct {
 	returns       *returnCounts
 	returnsWarned time.Time
 	// peeked holds the stream sequences read past the window and not done;
-	// peeking counts them by tenant (peek.go). Under qmu.
-	peeked  map[uint64]bool
-	peeking map[string]int
+	// peeking counts them by tenant; failedPeeks holds those whose handler
+	// failed, left to the consumer's deliveries (peek.go). Under qmu.
+	peeked      map[uint64]bool
+	peeking     map[string]int
+	failedPeeks map[uint64]bool
 }
 
 // StartWorker creates (or binds to) the durable consumer and starts handling
@@ -196,7 +198,7 @@ func StartWorker(ctx context.Context, js jetstream.JetStream, spec ConsumerSpec,
 		idle: make(chan struct{}, spec.Concurrency), jobs: make(chan job, spec.Concurrency), stopping: make(chan struct{}),
 		space: make(chan struct{}, spec.Lookahead), window: newFairQueue(spec.Weight), ready: make(chan struct{}, 1),
 		log:    log.With().Str("stream", spec.Stream).Str("consumer", spec.Durable).Logger(),
-		peeked: map[uint64]bool{}, peeking: map[string]int{}}
+		peeked: map[uint64]bool{}, peeking: map[string]int{}, failedPeeks: map[uint64]bool{}}
 	if spec.Waits {
 		w.returns = newReturnCounts(js)
 		w.window.maxParked, w.window.maxPerScope = spec.MaxParked, spec.MaxParkedPerScope

@@ -26,6 +26,14 @@ import (
 // only new case is a message the consumer delivers to another process in
 // the moment between the look and the delete, which both then handle: a
 // handler must already tolerate a redelivery (a task's start does).
+//
+// A message read this way spends none of its deliveries, so one whose
+// handler fails is never read past the window again: it waits for the
+// consumer, whose retry delays and MaxDeliver then apply. It runs at most
+// once more than MaxDeliver allows. (Read again at each look, a task that
+// always failed ran every 100 ms while the window stayed crowded, never
+// nearer dead-lettering.) A message handed back while it waits for a limit
+// has not failed and is read again in its turn.
 
 const (
 	// peekEvery is how often a crowded window looks past itself.
@@ -80,6 +88,13 @@ func (w *Worker) peek(cons jetstream.Consumer) error {
 	}
 	// the consumer delivers in stream order: past this, nobody has them
 	floor := ci.Delivered.Stream
+	w.qmu.Lock()
+	for seq := range w.failedPeeks {
+		if seq <= floor { // delivered by the consumer since: its own now
+			delete(w.failedPeeks, seq)
+		}
+	}
+	w.qmu.Unlock()
 	added := false
 	for _, filter := range w.spec.PeekSubjects {
 		info, err := stream.Info(ctx, jetstream.WithSubjectFilter(filter))
@@ -128,14 +143,14 @@ func (w *Worker) peekTenant(ctx context.Context, stream jetstream.Stream, subjec
 		}
 		seq = raw.Sequence + 1
 		w.qmu.Lock()
-		if w.peeked[raw.Sequence] {
+		if w.peeked[raw.Sequence] || w.failedPeeks[raw.Sequence] {
 			w.qmu.Unlock()
 			continue
 		}
 		w.peeked[raw.Sequence] = true
 		w.peeking[tenant]++
 		m := &peekedMsg{raw: raw, stream: stream, name: w.spec.Stream, durable: w.spec.Durable,
-			done: func() { w.peekDone(raw.Sequence, tenant) }}
+			done: func(failed bool) { w.peekDone(raw.Sequence, tenant, failed) }}
 		w.window.push(job{msg: m, tenant: tenant, seq: raw.Sequence, delivered: 1, peeked: true})
 		w.qmu.Unlock()
 		added++
@@ -144,11 +159,15 @@ func (w *Worker) peekTenant(ctx context.Context, stream jetstream.Stream, subjec
 }
 
 // peekDone forgets a message read past the window once it is handled or
-// left to the consumer.
-func (w *Worker) peekDone(seq uint64, tenant string) {
+// left to the consumer; one whose handler failed is never read past the
+// window again.
+func (w *Worker) peekDone(seq uint64, tenant string, failed bool) {
 	w.qmu.Lock()
 	defer w.qmu.Unlock()
 	delete(w.peeked, seq)
+	if failed {
+		w.failedPeeks[seq] = true
+	}
 	if w.peeking[tenant]--; w.peeking[tenant] <= 0 {
 		delete(w.peeking, tenant)
 	}
@@ -157,13 +176,15 @@ func (w *Worker) peekDone(seq uint64, tenant string) {
 // peekedMsg is a message read from its stream rather than delivered by the
 // consumer: acknowledging it deletes it from the stream, as a work queue's
 // ack does; a nak leaves it there, for the consumer to deliver in its turn.
+// A nak with a delay is a failed handler's (consume.go), a plain one a
+// hand-back's (a message waiting for a limit, or a worker stopping).
 type peekedMsg struct {
 	raw     *jetstream.RawStreamMsg
 	stream  jetstream.Stream
 	name    string // the stream's
 	durable string
 	once    sync.Once
-	done    func()
+	done    func(failed bool)
 }
 
 func (m *peekedMsg) Metadata() (*jetstream.MsgMetadata, error) {
@@ -184,16 +205,19 @@ func (m *peekedMsg) Ack() error                  { return m.remove(context.Backg
 func (m *peekedMsg) Term() error                 { return m.remove(context.Background()) }
 func (m *peekedMsg) TermWithReason(string) error { return m.remove(context.Background()) }
 func (m *peekedMsg) InProgress() error           { return nil }
-func (m *peekedMsg) Nak() error                  { m.once.Do(m.done); return nil }
+func (m *peekedMsg) Nak() error                  { m.finish(false); return nil }
 
 func (m *peekedMsg) DoubleAck(ctx context.Context) error { return m.remove(ctx) }
 
-func (m *peekedMsg) NakWithDelay(time.Duration) error { return m.Nak() }
+func (m *peekedMsg) NakWithDelay(time.Duration) error { m.finish(true); return nil }
+
+// finish tells the worker, once, that the message is done with here.
+func (m *peekedMsg) finish(failed bool) { m.once.Do(func() { m.done(failed) }) }
 
 // remove deletes the message from its stream; one already gone (the
 // consumer delivered it elsewhere and it was acknowledged) is fine.
 func (m *peekedMsg) remove(ctx context.Context) error {
-	defer m.once.Do(m.done)
+	defer m.finish(false)
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	err := m.stream.DeleteMsg(ctx, m.raw.Sequence)

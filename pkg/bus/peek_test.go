@@ -2,6 +2,7 @@ package bus_test
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"strings"
 	"sync"
@@ -82,4 +83,55 @@ func TestATenantBehindAFloodDeeperThanTheWindowIsServed(t *testing.T) {
 	first, _, _ = deepFlood(t, flood, false)
 	t.Logf("not looking past it: globex's first handled %dth", first)
 	require.Greater(t, first, flood-100, "without looking past the window globex was served %dth: the test would not tell the difference", first)
+}
+
+// A task read past the window whose handler fails is left to the
+// consumer's deliveries, where its retries and MaxDeliver apply: it is
+// not read past the window again. Before, a crowded window read it again
+// every look (100 ms) and ran the failing handler each time, never nearer
+// dead-lettering.
+func TestAFailingTaskReadPastTheWindowIsLeftToItsDeliveries(t *testing.T) {
+	b := heraldtest.StartBus(t)
+	const flood = 400
+	for i := range flood {
+		publishTask(t, b, "acme", "acme-"+strconv.Itoa(i))
+	}
+	publishTask(t, b, "globex", "globex-failing")
+	publishTask(t, b, "globex", "globex-fine")
+	var mu sync.Mutex
+	var failing []bool // per run of the failing task: was acme still flooding?
+	var acmeDone atomic.Int32
+	var fineAt, failingFirstAt atomic.Int32
+	spec := bus.ConsumerSpec{Concurrency: 2, Lookahead: 32, MaxDeliver: 3, AckWait: 5 * time.Second,
+		RetryDelays: []time.Duration{10 * time.Millisecond}, PeekSubjects: []string{bus.TenantTasksFilter}}
+	startTaskWorker(t, b.JS, spec, func(_ context.Context, m jetstream.Msg) error {
+		switch body := string(m.Data()); {
+		case body == "globex-failing":
+			mu.Lock()
+			defer mu.Unlock()
+			failingFirstAt.CompareAndSwap(0, acmeDone.Load()+1)
+			failing = append(failing, acmeDone.Load() < flood)
+			return errors.New("this task always fails")
+		case body == "globex-fine":
+			fineAt.Store(acmeDone.Load() + 1)
+		default:
+			acmeDone.Add(1)
+			time.Sleep(3 * time.Millisecond) // the work
+		}
+		return nil
+	})
+	require.Eventually(t, func() bool { return len(heraldtest.DeadLetters(t, b.JS, bus.StreamTasks)) == 1 },
+		time.Minute, 10*time.Millisecond, "the failing task is dead-lettered")
+	require.Eventually(t, func() bool { return streamEmpty(t, b) }, 10*time.Second, 10*time.Millisecond)
+	mu.Lock()
+	defer mu.Unlock()
+	t.Logf("the failing task ran %d times (%v: during acme's flood), first after %d of acme's; the fine one after %d",
+		len(failing), failing, failingFirstAt.Load(), fineAt.Load())
+	require.Less(t, failingFirstAt.Load(), int32(flood/2), "the failing task was read past the window at first")
+	require.Less(t, fineAt.Load(), int32(flood/2), "globex's next task is read past the window though its first failed")
+	// one run read past the window, then MaxDeliver deliveries
+	require.LessOrEqual(t, len(failing), spec.MaxDeliver+1, "the failing task ran %d times: read past the window again and again", len(failing))
+	require.Equal(t, int32(flood), acmeDone.Load())
+	dl := heraldtest.DeadLetters(t, b.JS, bus.StreamTasks)[0]
+	require.Equal(t, "globex-failing", string(dl.Data))
 }
