@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -32,14 +33,33 @@ const (
 // changed only by compare-and-set, so two processes can never both take the
 // last slot. Waiters queue by their order (a publish time) and are let
 // through oldest first.
+//
+// The record is written when a slot changes hands, a waiter joins or
+// leaves, or a waiter's lease is a third gone; never because a waiter
+// moved up. Which place a waiter was last told is this process's own
+// (told): a waiter whose message moves to another process is told its
+// place there once more. Kept in the record, a release wrote it once per
+// waiter that moved up, each time the whole queue.
 type Slots struct {
 	b   *LazyBucket
 	now func() time.Time
+
+	mu     sync.Mutex
+	told   map[toldKey]toldPlace
+	pruned time.Time
+}
+
+type toldKey struct{ scope, holder string }
+
+// toldPlace is the place a waiter was last told, and when it last asked.
+type toldPlace struct {
+	position int
+	asked    time.Time
 }
 
 // NewSlots returns the shared limits stored in js's BucketLimits.
 func NewSlots(js jetstream.JetStream) *Slots {
-	return &Slots{b: NewLazyBucket(js, BucketLimits), now: time.Now}
+	return &Slots{b: NewLazyBucket(js, BucketLimits), now: time.Now, told: map[toldKey]toldPlace{}}
 }
 
 type slotRecord struct {
@@ -52,8 +72,6 @@ type slotWaiter struct {
 	ID    string `json:"id"`
 	Order int64  `json:"order"`
 	Until int64  `json:"until"`
-	// Told is the position the waiter's session was last told.
-	Told int `json:"told,omitempty"`
 }
 
 // Place is where a holder stands under a limit.
@@ -91,22 +109,51 @@ func (s *Slots) Acquire(ctx context.Context, scope string, limit int, holder str
 		}
 		w := &r.Waiting[i]
 		// the waiters ahead that free slots will not take at once
-		pos := max(i+1-max(limit-len(r.Held), 0), 1)
-		place = Place{Position: pos, Moved: w.Told != pos}
-		// stored when it changes, or to renew a lease a third gone
-		changed := w.Told != pos || w.Until < now+WaitLease.Milliseconds()*2/3
-		w.Told = pos
-		if changed {
-			w.Until = now + WaitLease.Milliseconds()
+		place = Place{Position: max(i+1-max(limit-len(r.Held), 0), 1)}
+		// stored for a new waiter, or to renew a lease a third gone
+		if w.Until >= now+WaitLease.Milliseconds()*2/3 {
+			return false
 		}
-		return changed
+		w.Until = now + WaitLease.Milliseconds()
+		return true
 	})
+	if err == nil {
+		place.Moved = s.tell(scope, holder, place.Position)
+	}
 	return place, err
+}
+
+// tell records the place holder was told under scope (0: it holds a slot,
+// nothing to remember) and reports whether it differs from the last.
+func (s *Slots) tell(scope, holder string, position int) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now()
+	if now.Sub(s.pruned) > WaitLease {
+		// waiters not heard from for a lease: let through elsewhere, or gone
+		for k, t := range s.told {
+			if now.Sub(t.asked) > WaitLease {
+				delete(s.told, k)
+			}
+		}
+		s.pruned = now
+	}
+	k := toldKey{scope, holder}
+	if position == 0 {
+		delete(s.told, k)
+		return false
+	}
+	last, known := s.told[k]
+	s.told[k] = toldPlace{position: position, asked: now}
+	return !known || last.position != position
 }
 
 // Release frees holder's slot of scope, and takes it off the queue if it
 // was waiting; releasing what is not held does nothing.
 func (s *Slots) Release(ctx context.Context, scope, holder string) error {
+	s.mu.Lock()
+	delete(s.told, toldKey{scope, holder})
+	s.mu.Unlock()
 	return s.update(ctx, scope, func(r *slotRecord, _ int64) bool {
 		_, held := r.Held[holder]
 		delete(r.Held, holder)

@@ -81,3 +81,54 @@ func TestSlotsQueueWaitersInOrder(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 0, second.Position)
 }
+
+// A slot freed moves every waiter up one place, and each waiter asking
+// again is told its new place, but the shared record is written only for
+// the slot changing hands, not once per waiter: the record holds every
+// waiter, so a write per waiter made each release cost as many writes as
+// there were waiters, each of the whole queue. Before, 100 waiters asking
+// again after a release wrote the record 100 times.
+func TestWaitersMovingUpDoNotRewriteTheRecord(t *testing.T) {
+	b := heraldtest.StartBus(t)
+	ctx := context.Background()
+	slots := bus.NewSlots(b.JS)
+	const waiters = 100
+	p, err := slots.Acquire(ctx, "s", 1, "holder", 0)
+	require.NoError(t, err)
+	require.Equal(t, 0, p.Position)
+	for i := range waiters {
+		p, err := slots.Acquire(ctx, "s", 1, fmt.Sprint("w", i), int64(i+1))
+		require.NoError(t, err)
+		require.Equal(t, bus.Place{Position: i + 1, Moved: true}, p)
+	}
+	kv, err := b.JS.KeyValue(ctx, bus.BucketLimits)
+	require.NoError(t, err)
+	revision := func() uint64 {
+		e, err := kv.Get(ctx, "s")
+		require.NoError(t, err)
+		return e.Revision()
+	}
+	before := revision()
+	require.NoError(t, slots.Release(ctx, "s", "holder"))
+	// another process's Slots: what it was told is its own
+	other := bus.NewSlots(b.JS)
+	for i := range waiters {
+		s := slots
+		if i%2 == 1 {
+			s = other
+		}
+		p, err := s.Acquire(ctx, "s", 1, fmt.Sprint("w", i), int64(i+1))
+		require.NoError(t, err)
+		require.Equal(t, i, p.Position, "w%d's place", i)
+		require.True(t, p.Position == 0 || p.Moved, "w%d is told it moved up", i)
+	}
+	writes := revision() - before
+	t.Logf("%d waiters moving up one place wrote the record %d times", waiters, writes)
+	require.LessOrEqual(t, writes, uint64(2), "the release and the slot taken, nothing per waiter")
+	for i := 2; i < waiters; i += 2 {
+		p, err := slots.Acquire(ctx, "s", 1, fmt.Sprint("w", i), int64(i+1))
+		require.NoError(t, err)
+		require.Equal(t, bus.Place{Position: i}, p, "w%d asking again: nothing new to tell", i)
+	}
+	require.Equal(t, before+writes, revision(), "asking again without moving writes nothing")
+}
