@@ -54,6 +54,9 @@ func BenchmarkUpDefaults(b *testing.B) {
 				floor := (heraldCPU + modelCPU) / time.Duration(runtime.NumCPU())
 				b.ReportMetric(floor.Seconds()/ideal.Seconds(), "cpu-floor-x-ideal")
 				b.ReportMetric(heraldCPU.Seconds(), "herald-cpu-s")
+				calls := float64(c.sessions * c.calls)
+				b.ReportMetric(float64(heraldCPU.Microseconds())/calls, "herald-cpu-us/call")
+				b.ReportMetric(float64(modelCPU.Microseconds())/calls, "model-cpu-us/call")
 			}
 			b.ReportMetric(0, "ns/op")
 		})
