@@ -423,6 +423,7 @@ func (s *Service) handleToolResult(ctx context.Context, msg jetstream.Msg) error
 	if !proto.IsToken(res.SessionId) {
 		return bus.Permanent(fmt.Errorf("tool result has no valid session_id (got %q)", res.SessionId))
 	}
+	s.answered(res.SessionId, res.CallId)
 	return s.advance(ctx, res.SessionId, func(t *txn) error {
 		st := t.st
 		if st == nil {

@@ -13,12 +13,17 @@ import (
 
 // watchPool warns the session, once PoolWarningAfter has passed, when its
 // tool call still waits on subject and no tool runner of pool takes calls:
-// a task naming a pool nobody serves would otherwise wait in silence.
+// a task naming a pool nobody serves would otherwise wait in silence. The
+// watch ends when this process handles the call's result (answered: no
+// stream or consumer to ask); a result handled by another loop process
+// leaves it to look, and find the call gone.
 func (s *Service) watchPool(pool, subject string, ev proto.Event) {
 	if s.cfg.PoolWarningAfter <= 0 {
 		return
 	}
-	time.AfterFunc(s.cfg.PoolWarningAfter, func() {
+	key := poolWatchKey(ev.SessionID, ev.CallID)
+	s.poolWatches.Store(key, time.AfterFunc(s.cfg.PoolWarningAfter, func() {
+		s.poolWatches.Delete(key)
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		if !s.nobodyServes(ctx, pool, subject) {
@@ -31,8 +36,19 @@ func (s *Service) watchPool(pool, subject string, ev proto.Event) {
 			s.log.Warn().Err(err).Str("session_id", ev.SessionID).Msg("publishing the pool warning failed")
 		}
 		s.log.Warn().Str("session_id", ev.SessionID).Str("pool", pool).Str("tool", ev.Tool).Msg("no tool runner takes calls for this pool")
-	})
+	}))
 }
+
+// answered ends the pool watch of a call whose result arrived. Before,
+// every call's watch asked TOOL_CALLS for its stream and last message ten
+// seconds later, answered or not: two API requests per tool call.
+func (s *Service) answered(sessionID, callID string) {
+	if t, ok := s.poolWatches.LoadAndDelete(poolWatchKey(sessionID, callID)); ok {
+		t.(*time.Timer).Stop()
+	}
+}
+
+func poolWatchKey(sessionID, callID string) string { return sessionID + "\x00" + callID }
 
 // nobodyServes reports whether the call on subject still waits and no
 // runner of pool pulls calls or works on one.

@@ -41,6 +41,9 @@ type Service struct {
 	remote *remoteTools
 	// slots are the tenants' session limits, shared by every process.
 	slots *bus.Slots
+	// poolWatches are the tool calls waiting for their pool's warning
+	// (poolwatch.go): *time.Timer by session and call.
+	poolWatches sync.Map
 }
 
 // New validates cfg and returns a loop service ready to Start.
