@@ -199,6 +199,21 @@ const (
 	LegacySessionLogFilter = "herald.session.*.log"
 )
 
+// ToolRead is the subject of a call of a quick reading tool (read_file,
+// search_files: toolspec.Quick), which a pool's runners take on a consumer
+// of their own (ToolReadsConsumer), beside their other calls: a read then
+// never waits behind long commands.
+func ToolRead(pool, sid string) string { return ToolCall(pool, sid) + ".read" }
+
+// ToolReadFilter is the filter of a pool's reads consumer; ToolRunnerFilter
+// (one token after the pool) takes the pool's other calls.
+func ToolReadFilter(pool string) string { return "herald.tool.call." + pool + ".*.read" }
+
+// ToolRunnerConsumer and ToolReadsConsumer name a pool's two consumers on
+// TOOL_CALLS (distinct prefixes: a pool name may hold '-').
+func ToolRunnerConsumer(pool string) string { return "toolrunner-" + pool }
+func ToolReadsConsumer(pool string) string  { return "toolreads-" + pool }
+
 // SessionLog is the subject of a session's transcript entries (protobuf).
 func SessionLog(sid string) string { return internalSessionPrefix + sid + ".log" }
 
@@ -212,7 +227,7 @@ func CompressResult(sid string) string       { return "herald.compress.result." 
 func UsageSubject(tenant string) string      { return "herald.usage." + Token(tenant) }
 func ToolEventSubject(tenant string) string  { return "herald.toolevents." + Token(tenant) }
 func DeadLetterSubject(stream string) string { return dlqPrefix + stream }
-func ToolRunnerFilter(pool string) string    { return "herald.tool.call." + pool + ".>" }
+func ToolRunnerFilter(pool string) string    { return "herald.tool.call." + pool + ".*" }
 func LLMResponseFilter(owner string) string  { return "herald.llm.response." + owner + ".>" }
 
 // Token returns s when it is a valid subject token, else a stable hash of it,

@@ -122,6 +122,15 @@ var builtins = map[string]Spec{
 // Register adds or replaces a spec; services call it from init for the tools they own.
 func Register(s Spec) { builtins[s.Name] = s }
 
+// Quick reports whether name is a tool runner's tool that only reads the
+// workspace (read_file, search_files): it runs no program and takes
+// milliseconds, so runners take its calls beside their other calls, never
+// behind a long command (pkg/bus ToolRead).
+func Quick(name string) bool {
+	s, ok := Lookup(name)
+	return ok && s.ReadOnly && s.Service == "toolrunner"
+}
+
 // Lookup returns the spec of a tool.
 func Lookup(name string) (Spec, bool) {
 	s, ok := builtins[name]

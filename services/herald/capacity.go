@@ -226,7 +226,10 @@ func toolCallConsumer(subject string) (consumer, pool string) {
 		return "memory", ""
 	}
 	pool, _, _ = strings.Cut(rest, ".")
-	return "toolrunner-" + pool, pool
+	if strings.HasSuffix(rest, ".read") {
+		return bus.ToolReadsConsumer(pool), pool
+	}
+	return bus.ToolRunnerConsumer(pool), pool
 }
 
 // tenantOfMsg reads the tenant a piece of work is for.

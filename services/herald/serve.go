@@ -61,7 +61,7 @@ func cmdServe(ctx context.Context, args []string, cio cliIO) int {
 // leaves each service its default; a negative count fails the parse.
 func concurrencyFlag(fs *flag.FlagSet) *int {
 	var n callCount
-	fs.Var(&n, "concurrency", "`calls` each service of this process works on at once (default: tool runner the number of CPUs, gateway 2048, loop 64)")
+	fs.Var(&n, "concurrency", "`calls` each service of this process works on at once (default: tool runner the number of CPUs, and four times that for read_file and search_files; gateway 2048, loop 64)")
 	return (*int)(&n)
 }
 

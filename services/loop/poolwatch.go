@@ -60,7 +60,8 @@ func (s *Service) nobodyServes(ctx context.Context, pool, subject string) bool {
 	if _, err := stream.GetLastMsgForSubject(ctx, subject); err != nil {
 		return false // taken and done (or unreadable: say nothing)
 	}
-	ci, err := stream.Consumer(ctx, "toolrunner-"+pool)
+	// every runner of the pool takes its calls and its reads
+	ci, err := stream.Consumer(ctx, bus.ToolRunnerConsumer(pool))
 	if errors.Is(err, jetstream.ErrConsumerNotFound) {
 		return true
 	}

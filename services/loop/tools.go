@@ -168,6 +168,8 @@ func (s *Service) dispatchCall(t *txn, c PendingCall) {
 	subject := bus.ToolCall(st.Pool, st.SessionID)
 	if spec, _ := toolspec.Lookup(c.Tool); spec.Service == "memory" {
 		subject = bus.MemoryCall(st.SessionID)
+	} else if toolspec.Quick(c.Tool) {
+		subject = bus.ToolRead(st.Pool, st.SessionID)
 	}
 	t.effect(func(ctx context.Context, b *bus.Batch) {
 		b.Proto(ctx, subject, st.SessionID+":"+c.CallID, req)

@@ -26,8 +26,15 @@ const (
 type Config struct {
 	// Pool is the pool of sessions this runner serves (herald serve --pool).
 	Pool string
-	// Concurrency caps the calls this process works on at once.
+	// Concurrency caps the calls this process works on at once, its quick
+	// reads (ReadConcurrency) aside.
 	Concurrency int
+	// ReadConcurrency caps the calls of the tools that only read the
+	// workspace (read_file, search_files: toolspec.Quick) this process works
+	// on at once, on a consumer of their own beside Concurrency's: they run
+	// no program and take milliseconds, so they never wait behind long
+	// commands. 0: four times Concurrency.
+	ReadConcurrency int
 	// WorkspaceRoot holds every session's workspace folder.
 	WorkspaceRoot string
 	// TerminalMaxChars caps terminal output; longer output keeps head and tail.
@@ -216,6 +223,9 @@ func (c *Config) fill() {
 	}
 	if c.Concurrency <= 0 {
 		c.Concurrency = d.Concurrency
+	}
+	if c.ReadConcurrency <= 0 {
+		c.ReadConcurrency = 4 * c.Concurrency
 	}
 	if c.MaxTerminalTimeout <= 0 {
 		c.MaxTerminalTimeout = d.MaxTerminalTimeout

@@ -31,6 +31,8 @@ type Service struct {
 	mu      sync.Mutex
 	started bool
 	worker  *bus.Worker
+	// reads takes the pool's quick reads (bus.ToolRead) beside worker.
+	reads   *bus.Worker
 	state   jetstream.KeyValue
 	mcp     *mcpHub
 	specSub *nats.Subscription
@@ -97,7 +99,7 @@ func (s *Service) Start(ctx context.Context) error {
 	}
 	s.worker, err = bus.StartWorker(ctx, s.deps.JS, bus.ConsumerSpec{
 		Stream:         bus.StreamToolCalls,
-		Durable:        "toolrunner-" + s.cfg.Pool,
+		Durable:        bus.ToolRunnerConsumer(s.cfg.Pool),
 		FilterSubjects: []string{bus.ToolRunnerFilter(s.cfg.Pool)},
 		Concurrency:    s.cfg.Concurrency,
 		MaxDeliver:     s.cfg.MaxDeliver,
@@ -109,6 +111,24 @@ func (s *Service) Start(ctx context.Context) error {
 		// one of their deliveries. One window's worth of its handlers.
 		Lookahead: s.cfg.Concurrency,
 	}, s.handle, s.log)
+	if err == nil {
+		// after the calls consumer: one of an older runner took every call
+		// of the pool, reads included, and the two may not overlap
+		s.reads, err = bus.StartWorker(ctx, s.deps.JS, bus.ConsumerSpec{
+			Stream:         bus.StreamToolCalls,
+			Durable:        bus.ToolReadsConsumer(s.cfg.Pool),
+			FilterSubjects: []string{bus.ToolReadFilter(s.cfg.Pool)},
+			Concurrency:    s.cfg.ReadConcurrency,
+			MaxDeliver:     s.cfg.MaxDeliver,
+			AckWait:        s.cfg.AckWait,
+			Weight:         s.deps.Config.TenantWeight,
+			// reads take milliseconds: a window as deep as its handlers
+			Lookahead: s.cfg.ReadConcurrency,
+		}, s.handle, s.log)
+		if err != nil {
+			_ = s.worker.Stop(ctx)
+		}
+	}
 	if err != nil {
 		_ = s.specSub.Unsubscribe()
 		_ = s.ctxSub.Unsubscribe()
@@ -119,7 +139,8 @@ func (s *Service) Start(ctx context.Context) error {
 		s.log.Warn().Err(err).Msg("not answering runner pings: herald status will not count this runner")
 	}
 	s.started = true
-	s.log.Info().Str("pool", s.cfg.Pool).Int("concurrency", s.cfg.Concurrency).Int("tools", len(s.tools)).Msg("tool runner started")
+	s.log.Info().Str("pool", s.cfg.Pool).Int("concurrency", s.cfg.Concurrency).Int("read_concurrency", s.cfg.ReadConcurrency).
+		Int("tools", len(s.tools)).Msg("tool runner started")
 	return nil
 }
 
@@ -141,7 +162,7 @@ func (s *Service) Shutdown(ctx context.Context) error {
 	if s.pingSub != nil {
 		_ = s.pingSub.Unsubscribe()
 	}
-	err := s.worker.Stop(ctx)
+	err := errors.Join(s.reads.Stop(ctx), s.worker.Stop(ctx))
 	s.stopMCP()
 	s.sandbox.close()
 	s.log.Info().Msg("tool runner stopped")
