@@ -70,6 +70,11 @@ type ConsumerSpec struct {
 	// herald.tasks.<tenant>), lets a crowded window look past itself for
 	// other tenants' messages (peek.go).
 	PeekSubjects []string
+	// PeekShared are subjects whose messages name their tenant inside
+	// (herald.tasks, the tenant in the task): a crowded window reads past
+	// itself on them too, indexing their messages by tenant as it goes
+	// (peek.go).
+	PeekShared []string
 }
 
 // DefaultMaxParked is how many waiting messages a worker holds, in all and
@@ -183,6 +188,9 @@ type Worker struct {
 	peeked      map[uint64]bool
 	peeking     map[string]int
 	failedPeeks map[uint64]bool
+	// shared indexes the messages of each PeekShared subject by tenant;
+	// only the peek loop touches it.
+	shared map[string]*sharedScan
 }
 
 // StartWorker creates (or binds to) the durable consumer and starts handling
@@ -198,7 +206,7 @@ func StartWorker(ctx context.Context, js jetstream.JetStream, spec ConsumerSpec,
 		idle: make(chan struct{}, spec.Concurrency), jobs: make(chan job, spec.Concurrency), stopping: make(chan struct{}),
 		space: make(chan struct{}, spec.Lookahead), window: newFairQueue(spec.Weight), ready: make(chan struct{}, 1),
 		log:    log.With().Str("stream", spec.Stream).Str("consumer", spec.Durable).Logger(),
-		peeked: map[uint64]bool{}, peeking: map[string]int{}, failedPeeks: map[uint64]bool{}}
+		peeked: map[uint64]bool{}, peeking: map[string]int{}, failedPeeks: map[uint64]bool{}, shared: map[string]*sharedScan{}}
 	if spec.Waits {
 		w.returns = newReturnCounts(js)
 		w.window.maxParked, w.window.maxPerScope = spec.MaxParked, spec.MaxParkedPerScope
@@ -220,7 +228,7 @@ func StartWorker(ctx context.Context, js jetstream.JetStream, spec ConsumerSpec,
 	w.pulling.Add(2)
 	go w.dispatchLoop()
 	go w.keep()
-	if len(spec.PeekSubjects) > 0 {
+	if len(spec.PeekSubjects) > 0 || len(spec.PeekShared) > 0 {
 		w.pulling.Add(1)
 		go w.peekLoop(cons)
 	}

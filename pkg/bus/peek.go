@@ -2,7 +2,10 @@ package bus
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
@@ -41,7 +44,26 @@ const (
 	// peekPerTenant bounds the messages of one tenant a worker holds read
 	// past its window.
 	peekPerTenant = 16
+	// scanPerLook bounds the messages of a shared subject read per look to
+	// learn their tenants; scanMax the messages indexed at once.
+	scanPerLook = 512
+	scanMax     = 1 << 16
 )
+
+// On a shared subject (ConsumerSpec.PeekShared: herald.tasks, whose tasks
+// name their tenant inside) the stream cannot say which tenants have
+// messages waiting. So a crowded window reads on past the consumer's
+// floor, up to scanPerLook messages a look, and indexes each message's
+// sequence under its tenant (each message read once, at most scanMax
+// held); tenants with none in the window then have their oldest indexed
+// messages read past the window as on a tenant's own subject. A backlog
+// of one tenant costs one extra read a message, only while the window is
+// crowded.
+type sharedScan struct {
+	next uint64              // the next sequence to read
+	seqs map[string][]uint64 // by tenant, oldest first, past the floor
+	n    int
+}
 
 // crowded says whether the window holds so many messages that one
 // published now would wait behind them: three quarters of its room.
@@ -116,24 +138,118 @@ func (w *Worker) peek(cons jetstream.Consumer) error {
 			added = added || n > 0
 		}
 	}
+	for _, subject := range w.spec.PeekShared {
+		n, err := w.peekShared(ctx, stream, subject, floor)
+		if err != nil {
+			return err
+		}
+		added = added || n > 0
+	}
 	if added {
 		w.wake()
 	}
 	return nil
 }
 
+// peekShared indexes subject's messages past floor by tenant, up to
+// scanPerLook more, and reads each tenant's oldest into the window as
+// peekTenant does; it returns how many it added.
+func (w *Worker) peekShared(ctx context.Context, stream jetstream.Stream, subject string, floor uint64) (int, error) {
+	sc := w.shared[subject]
+	if sc == nil {
+		sc = &sharedScan{seqs: map[string][]uint64{}}
+		w.shared[subject] = sc
+	}
+	// what the consumer delivered since is its own
+	sc.next = max(sc.next, floor+1)
+	for tenant, seqs := range sc.seqs {
+		i := 0
+		for i < len(seqs) && seqs[i] <= floor {
+			i++
+		}
+		sc.n -= i
+		if i == len(seqs) {
+			delete(sc.seqs, tenant)
+		} else {
+			sc.seqs[tenant] = seqs[i:]
+		}
+	}
+	if n := min(scanPerLook, scanMax-sc.n); n > 0 {
+		msgs, err := directBatch(ctx, w.js.Conn(), w.spec.Stream, subject, sc.next, n)
+		if err != nil {
+			return 0, err
+		}
+		for _, raw := range msgs {
+			sc.next = raw.Sequence + 1
+			tenant := MsgTenant(&peekedMsg{raw: raw})
+			sc.seqs[tenant] = append(sc.seqs[tenant], raw.Sequence)
+			sc.n++
+		}
+	}
+	added := 0
+	for tenant, seqs := range sc.seqs {
+		room := w.peekRoom(tenant)
+		for i := 0; i < len(seqs) && room > 0; i++ {
+			if w.readPast(seqs[i]) {
+				continue
+			}
+			raw, err := stream.GetMsg(ctx, seqs[i])
+			if errors.Is(err, jetstream.ErrMsgNotFound) {
+				continue // handled and deleted; the floor will pass it
+			}
+			if err != nil {
+				return added, err
+			}
+			if w.pushPeeked(stream, raw, tenant) {
+				added++
+				room--
+			}
+		}
+	}
+	return added, nil
+}
+
+// peekRoom is how many more of tenant's messages may be read past the
+// window: none while the window holds one of tenant's.
+func (w *Worker) peekRoom(tenant string) int {
+	w.qmu.Lock()
+	defer w.qmu.Unlock()
+	if len(w.window.queues[tenant]) > 0 {
+		return 0
+	}
+	return peekPerTenant - w.peeking[tenant]
+}
+
+// readPast says whether the message at seq is in the window read past
+// it, or was and failed.
+func (w *Worker) readPast(seq uint64) bool {
+	w.qmu.Lock()
+	defer w.qmu.Unlock()
+	return w.peeked[seq] || w.failedPeeks[seq]
+}
+
+// pushPeeked puts raw in the window under tenant, read past it, unless it
+// is there already or its handler failed once read so (failedPeeks).
+func (w *Worker) pushPeeked(stream jetstream.Stream, raw *jetstream.RawStreamMsg, tenant string) bool {
+	w.qmu.Lock()
+	defer w.qmu.Unlock()
+	if w.peeked[raw.Sequence] || w.failedPeeks[raw.Sequence] {
+		return false
+	}
+	w.peeked[raw.Sequence] = true
+	w.peeking[tenant]++
+	m := &peekedMsg{raw: raw, stream: stream, name: w.spec.Stream, durable: w.spec.Durable,
+		done: func(failed bool) { w.peekDone(raw.Sequence, tenant, failed) }}
+	w.window.push(job{msg: m, tenant: tenant, seq: raw.Sequence, delivered: 1, peeked: true})
+	return true
+}
+
 // peekTenant reads up to peekPerTenant of subject's messages past floor
 // into the window, unless the window holds messages of tenant already; it
 // returns how many it added.
 func (w *Worker) peekTenant(ctx context.Context, stream jetstream.Stream, subject, tenant string, floor uint64) (int, error) {
-	w.qmu.Lock()
-	room := peekPerTenant - w.peeking[tenant]
-	if len(w.window.queues[tenant]) > 0 {
-		room = 0
-	}
-	w.qmu.Unlock()
 	added := 0
-	for seq := floor + 1; room > 0; room-- {
+	for seq, room := floor+1, w.peekRoom(tenant); room > 0; room-- {
 		raw, err := stream.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subject))
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
 			return added, nil
@@ -142,18 +258,9 @@ func (w *Worker) peekTenant(ctx context.Context, stream jetstream.Stream, subjec
 			return added, err
 		}
 		seq = raw.Sequence + 1
-		w.qmu.Lock()
-		if w.peeked[raw.Sequence] || w.failedPeeks[raw.Sequence] {
-			w.qmu.Unlock()
-			continue
+		if w.pushPeeked(stream, raw, tenant) {
+			added++
 		}
-		w.peeked[raw.Sequence] = true
-		w.peeking[tenant]++
-		m := &peekedMsg{raw: raw, stream: stream, name: w.spec.Stream, durable: w.spec.Durable,
-			done: func(failed bool) { w.peekDone(raw.Sequence, tenant, failed) }}
-		w.window.push(job{msg: m, tenant: tenant, seq: raw.Sequence, delivered: 1, peeked: true})
-		w.qmu.Unlock()
-		added++
 	}
 	return added, nil
 }
@@ -225,4 +332,45 @@ func (m *peekedMsg) remove(ctx context.Context) error {
 		return err
 	}
 	return nil
+}
+
+// directBatch reads up to n messages of subject from seq on in one direct
+// get (nats-server 2.11+: a batch answered message after message, then an
+// end-of-batch status): read one by one, a scan of a crowded stream fell
+// behind the consumer it was to look ahead of.
+func directBatch(ctx context.Context, nc *nats.Conn, stream, subject string, seq uint64, n int) ([]*jetstream.RawStreamMsg, error) {
+	req, err := json.Marshal(map[string]any{"seq": seq, "next_by_subj": subject, "batch": n})
+	if err != nil {
+		return nil, err
+	}
+	inbox := nc.NewInbox()
+	sub, err := nc.SubscribeSync(inbox)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	if err := nc.PublishRequest("$JS.API.DIRECT.GET."+stream, inbox, req); err != nil {
+		return nil, err
+	}
+	var out []*jetstream.RawStreamMsg
+	for {
+		m, err := sub.NextMsgWithContext(ctx)
+		if err != nil {
+			return out, fmt.Errorf("direct get of %s: %w", stream, err)
+		}
+		switch m.Header.Get("Status") {
+		case "204", "404": // the end of the batch; no message at all
+			return out, nil
+		case "":
+		default:
+			return out, fmt.Errorf("direct get of %s: %s %s", stream, m.Header.Get("Status"), m.Header.Get("Description"))
+		}
+		got, err := strconv.ParseUint(m.Header.Get(jetstream.SequenceHeader), 10, 64)
+		if err != nil {
+			return out, fmt.Errorf("direct get of %s: no sequence", stream)
+		}
+		ts, _ := time.Parse(time.RFC3339Nano, m.Header.Get(jetstream.TimeStampHeaer))
+		out = append(out, &jetstream.RawStreamMsg{Subject: m.Header.Get(jetstream.SubjectHeader), Sequence: got,
+			Header: m.Header, Data: m.Data, Time: ts})
+	}
 }

@@ -2,6 +2,7 @@ package bus_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"strconv"
 	"strings"
@@ -134,4 +135,75 @@ func TestAFailingTaskReadPastTheWindowIsLeftToItsDeliveries(t *testing.T) {
 	require.Equal(t, int32(flood), acmeDone.Load())
 	dl := heraldtest.DeadLetters(t, b.JS, bus.StreamTasks)[0]
 	require.Equal(t, "globex-failing", string(dl.Data))
+}
+
+// sharedFlood is deepFlood on herald.tasks, where each task names its
+// tenant inside: flood of acme's, then three of globex's.
+func sharedFlood(t *testing.T, flood int, peek bool) (first int, handled map[string]int) {
+	b := heraldtest.StartBus(t)
+	ctx := context.Background()
+	publish := func(tenant, prompt string) {
+		body := `{"tenant":"` + tenant + `","prompt":"` + prompt + `"}`
+		require.NoError(t, bus.Publish(ctx, b.JS, bus.TasksSubject, "", []byte(body)))
+	}
+	for i := range flood {
+		publish("acme", "acme-"+strconv.Itoa(i))
+	}
+	for i := range 3 {
+		publish("globex", "globex-"+strconv.Itoa(i))
+	}
+	var mu sync.Mutex
+	handled = map[string]int{}
+	var n, globexFirst atomic.Int32
+	spec := bus.ConsumerSpec{Stream: bus.StreamTasks, Durable: "shared", FilterSubjects: []string{bus.TasksSubject},
+		Concurrency: 2, Lookahead: 32}
+	if peek {
+		spec.PeekShared = []string{bus.TasksSubject}
+	}
+	w, err := bus.StartWorker(ctx, b.JS, spec, func(ctx context.Context, m jetstream.Msg) error {
+		at := n.Add(1)
+		var task struct{ Prompt string }
+		require.NoError(t, json.Unmarshal(m.Data(), &task))
+		mu.Lock()
+		handled[task.Prompt]++
+		mu.Unlock()
+		if strings.HasPrefix(task.Prompt, "globex") {
+			require.Equal(t, "globex", bus.TenantOf(ctx))
+			globexFirst.CompareAndSwap(0, at)
+		}
+		time.Sleep(3 * time.Millisecond) // the work
+		return nil
+	}, heraldtest.Logger(t))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = w.Stop(context.Background()) })
+	require.Eventually(t, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(handled) == flood+3
+	}, time.Minute, 10*time.Millisecond)
+	require.Eventually(t, func() bool {
+		n, err := bus.PendingWork(context.Background(), b.JS, bus.StreamTasks)
+		return err == nil && n == 0
+	}, 10*time.Second, 10*time.Millisecond)
+	mu.Lock()
+	defer mu.Unlock()
+	return int(globexFirst.Load()), handled
+}
+
+// A tenant whose tasks on herald.tasks (the tenant named in the task) are
+// published behind more than a window of another tenant's is served once
+// the window is crowded: the worker reads on past it, learning each task's
+// tenant, and reads that tenant's oldest into its window. Without it the
+// flood holds it back to the end.
+func TestATenantBehindAFloodOnTheSharedSubjectIsServed(t *testing.T) {
+	const flood = 600
+	first, handled := sharedFlood(t, flood, true)
+	t.Logf("reading past the window: globex's first handled %dth of %d", first, flood+3)
+	require.Less(t, first, 150, "globex waited behind acme's flood (handled %dth of %d)", first, flood+3)
+	for prompt, times := range handled {
+		require.Equal(t, 1, times, "%s handled %d times", prompt, times)
+	}
+	first, _ = sharedFlood(t, flood, false)
+	t.Logf("not reading past it: globex's first handled %dth", first)
+	require.Greater(t, first, flood-100, "without reading past the window globex was served %dth: the test would not tell the difference", first)
 }

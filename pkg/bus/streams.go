@@ -138,7 +138,8 @@ func Streams(replicas int) []jetstream.StreamConfig {
 	schedules := s(StreamSchedules, []string{ScheduleFilter, ScheduleFireFilter}, jetstream.LimitsPolicy, 0)
 	schedules.AllowMsgSchedules, schedules.AllowMsgTTL = true, true
 	return []jetstream.StreamConfig{
-		work(StreamTasks, slices.Clone(TaskSubjects)),
+		// direct gets: a crowded loop reads tasks past its window (peek.go)
+		read(work(StreamTasks, slices.Clone(TaskSubjects))),
 		read(s(StreamSessions, []string{SessionLogFilter, "herald.session.*.result", tenantPrefix + "*.session.*.result"}, jetstream.LimitsPolicy, 0)),
 		s(StreamEvents, []string{"herald.session.*.events", tenantPrefix + "*.session.*.events"}, jetstream.LimitsPolicy, day),
 		s(StreamControl, []string{"herald.session.*.interrupt", "herald.session.*.input",

@@ -87,7 +87,8 @@ func (s *Service) Start(ctx context.Context) error {
 			MaxDeliver: 2000, RetryDelays: busyDelays, Waits: true,
 			// a tenant's tasks behind more than the window of another's
 			// are read past it (pkg/bus/peek.go)
-			PeekSubjects: []string{bus.TenantTasksFilter, bus.TenantAPITasksFilter}}, s.handleTask},
+			PeekSubjects: []string{bus.TenantTasksFilter, bus.TenantAPITasksFilter},
+			PeekShared:   []string{bus.TasksSubject, bus.APITasksSubject}}, s.handleTask},
 		{bus.ConsumerSpec{Stream: bus.StreamLLMResponses, Durable: "loop-llm",
 			FilterSubjects: []string{bus.LLMResponseFilter(bus.OwnerLoop)}, MaxDeliver: 50, RetryDelays: raceDelays}, s.handleModelResponse},
 		{bus.ConsumerSpec{Stream: bus.StreamToolResults, Durable: "loop-tools",
