@@ -195,7 +195,11 @@ func (w *Worker) peekShared(ctx context.Context, stream jetstream.Stream, subjec
 			}
 			raw, err := stream.GetMsg(ctx, seqs[i])
 			if errors.Is(err, jetstream.ErrMsgNotFound) {
-				continue // handled and deleted; the floor will pass it
+				// handled past the window and deleted: forget it
+				seqs = append(seqs[:i], seqs[i+1:]...)
+				sc.n--
+				i--
+				continue
 			}
 			if err != nil {
 				return added, err
@@ -204,6 +208,11 @@ func (w *Worker) peekShared(ctx context.Context, stream jetstream.Stream, subjec
 				added++
 				room--
 			}
+		}
+		if len(seqs) == 0 {
+			delete(sc.seqs, tenant)
+		} else {
+			sc.seqs[tenant] = seqs
 		}
 	}
 	return added, nil

@@ -49,20 +49,26 @@ func deepFlood(t *testing.T, flood int, peek bool) (first, last int, handled map
 		time.Sleep(3 * time.Millisecond) // the work
 		return nil
 	})
+	waitDrained(t, b, &mu, handled, flood+3)
+	mu.Lock()
+	defer mu.Unlock()
+	return int(globexFirst.Load()), int(globexLast.Load()), handled
+}
+
+// waitDrained waits until want messages are handled and every one is gone
+// from the work queue, those read past the window included (deleted, not
+// left for the consumer).
+func waitDrained(t *testing.T, b *heraldtest.Bus, mu *sync.Mutex, handled map[string]int, want int) {
+	t.Helper()
 	require.Eventually(t, func() bool {
 		mu.Lock()
 		defer mu.Unlock()
-		return len(handled) == flood+3
+		return len(handled) == want
 	}, time.Minute, 10*time.Millisecond)
-	// every message handled is gone from the work queue, the ones read past
-	// the window included (deleted, not left for the consumer)
 	require.Eventually(t, func() bool {
 		n, err := bus.PendingWork(context.Background(), b.JS, bus.StreamTasks)
 		return err == nil && n == 0
 	}, 10*time.Second, 10*time.Millisecond)
-	mu.Lock()
-	defer mu.Unlock()
-	return int(globexFirst.Load()), int(globexLast.Load()), handled
 }
 
 // A tenant whose tasks are published behind more than a window of another
@@ -176,15 +182,7 @@ func sharedFlood(t *testing.T, flood int, peek bool) (first int, handled map[str
 	}, heraldtest.Logger(t))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = w.Stop(context.Background()) })
-	require.Eventually(t, func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		return len(handled) == flood+3
-	}, time.Minute, 10*time.Millisecond)
-	require.Eventually(t, func() bool {
-		n, err := bus.PendingWork(context.Background(), b.JS, bus.StreamTasks)
-		return err == nil && n == 0
-	}, 10*time.Second, 10*time.Millisecond)
+	waitDrained(t, b, &mu, handled, flood+3)
 	mu.Lock()
 	defer mu.Unlock()
 	return int(globexFirst.Load()), handled

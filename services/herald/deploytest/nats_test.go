@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/url"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -36,6 +37,18 @@ var serviceUsers = []string{"loop", "gateway", "toolrunner", "compressor", "memo
 
 // tenantUsers are the example users of tenants acme and globex.
 var tenantUsers = []string{"tenant_acme", "tenant_globex"}
+
+// usersBut is every user but the services named: clients, plugins, the
+// api, tenants and the other services.
+func usersBut(services ...string) []string {
+	users := append([]string{"client", "plugins", "api"}, tenantUsers...)
+	for _, u := range serviceUsers {
+		if !slices.Contains(services, u) {
+			users = append(users, u)
+		}
+	}
+	return users
+}
 
 // passwordEnv names the environment variable holding user's password.
 func passwordEnv(user string) string { return strings.ToUpper(user) + "_PASSWORD" }

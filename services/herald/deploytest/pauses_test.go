@@ -25,12 +25,7 @@ func TestOnlyGatewaysAnnounceAProvidersPause(t *testing.T) {
 	require.NoError(t, err, "one gateway hears another's pause")
 	require.Contains(t, string(m.Data), "openai")
 
-	users := append([]string{"client", "plugins", "api"}, tenantUsers...)
-	for _, u := range serviceUsers {
-		if u != "gateway" {
-			users = append(users, u)
-		}
-	}
+	users := usersBut("gateway")
 	for _, u := range users {
 		c := s.connect(t, u)
 		require.NoError(t, c.nc.Publish(bus.ProvidersPaused, []byte(`{"provider":"openai","pause_ms":120000,"gateway":"x"}`)))
@@ -58,12 +53,7 @@ func TestOnlyTheLoopAndTheGatewayCountHandBacks(t *testing.T) {
 		require.Equal(t, "1", string(e.Value()))
 		cancel()
 	}
-	users := append([]string{"client", "plugins", "api"}, tenantUsers...)
-	for _, u := range serviceUsers {
-		if u != "gateway" && u != "loop" {
-			users = append(users, u)
-		}
-	}
+	users := usersBut("gateway", "loop")
 	for _, u := range users {
 		c := s.connect(t, u)
 		subj := "$KV." + bus.BucketReturns + ".returned.TASKS.loop-tasks.1"

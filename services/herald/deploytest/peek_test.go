@@ -33,12 +33,7 @@ func TestOnlyTheLoopReadsPastItsWindowAndDeletesTasks(t *testing.T) {
 	require.NoError(t, err, "the loop reads a tenant's oldest task")
 	require.JSONEq(t, `{"prompt":"hello"}`, string(raw.Data))
 
-	users := append([]string{"client", "plugins", "api"}, tenantUsers...)
-	for _, u := range serviceUsers {
-		if u != "loop" {
-			users = append(users, u)
-		}
-	}
+	users := usersBut("loop")
 	del := "$JS.API.STREAM.MSG.DELETE." + bus.StreamTasks
 	for _, u := range users {
 		c := s.connect(t, u)

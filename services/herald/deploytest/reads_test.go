@@ -31,12 +31,7 @@ func TestOnlyTheToolRunnerTakesThePoolsReads(t *testing.T) {
 		AckPolicy: jetstream.AckExplicitPolicy})
 	require.NoError(t, err, "the runner creates its pool's reads consumer")
 
-	users := append([]string{"client", "plugins", "api"}, tenantUsers...)
-	for _, u := range serviceUsers {
-		if u != "toolrunner" {
-			users = append(users, u)
-		}
-	}
+	users := usersBut("toolrunner")
 	next := "$JS.API.CONSUMER.MSG.NEXT." + bus.StreamToolCalls + "." + bus.ToolReadsConsumer(bus.DefaultPool)
 	for _, u := range users {
 		c := s.connect(t, u)
