@@ -21,9 +21,9 @@ func (s *Service) watchPool(pool, subject string, ev proto.Event) {
 	if s.cfg.PoolWarningAfter <= 0 {
 		return
 	}
-	key := poolWatchKey(ev.SessionID, ev.CallID)
-	s.poolWatches.Store(key, time.AfterFunc(s.cfg.PoolWarningAfter, func() {
-		s.poolWatches.Delete(key)
+	key, watch := poolWatchKey(ev.SessionID, ev.CallID), &poolWatch{}
+	watch.timer = time.AfterFunc(s.cfg.PoolWarningAfter, func() {
+		s.poolWatches.CompareAndDelete(key, watch) // a later dispatch's watch stays
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		if !s.nobodyServes(ctx, pool, subject) {
@@ -36,15 +36,22 @@ func (s *Service) watchPool(pool, subject string, ev proto.Event) {
 			s.log.Warn().Err(err).Str("session_id", ev.SessionID).Msg("publishing the pool warning failed")
 		}
 		s.log.Warn().Str("session_id", ev.SessionID).Str("pool", pool).Str("tool", ev.Tool).Msg("no tool runner takes calls for this pool")
-	}))
+	})
+	// a call dispatched again (its step retried) is watched once
+	if old, loaded := s.poolWatches.Swap(key, watch); loaded {
+		old.(*poolWatch).timer.Stop()
+	}
 }
+
+// poolWatch is one dispatch's watch of a call.
+type poolWatch struct{ timer *time.Timer }
 
 // answered ends the pool watch of a call whose result arrived. Before,
 // every call's watch asked TOOL_CALLS for its stream and last message ten
 // seconds later, answered or not: two API requests per tool call.
 func (s *Service) answered(sessionID, callID string) {
-	if t, ok := s.poolWatches.LoadAndDelete(poolWatchKey(sessionID, callID)); ok {
-		t.(*time.Timer).Stop()
+	if w, ok := s.poolWatches.LoadAndDelete(poolWatchKey(sessionID, callID)); ok {
+		w.(*poolWatch).timer.Stop()
 	}
 }
 

@@ -42,7 +42,7 @@ type Service struct {
 	// slots are the tenants' session limits, shared by every process.
 	slots *bus.Slots
 	// poolWatches are the tool calls waiting for their pool's warning
-	// (poolwatch.go): *time.Timer by session and call.
+	// (poolwatch.go): *poolWatch by session and call.
 	poolWatches sync.Map
 }
 
