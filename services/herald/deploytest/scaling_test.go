@@ -34,18 +34,27 @@ type kedaTrigger struct {
 func TestKEDAScalesOnTheConsumersHeraldServes(t *testing.T) {
 	s := startSecured(t) // sets the passwords herald.conf reads
 	objs := loadK8s(t)
-	triggers := map[string]kedaTrigger{}
-	for _, name := range []string{"toolrunner", "gateway"} {
+	// each service scales on the backlog of every consumer it takes work
+	// from: a runner's calls and its quick reads, a gateway's requests
+	want := map[string][]string{
+		"toolrunner": {bus.ToolRunnerConsumer("default"), bus.ToolReadsConsumer("default")},
+		"gateway":    {"gateway"},
+	}
+	triggers := map[string][]kedaTrigger{}
+	for name, consumers := range want {
 		so, ok := objs["ScaledObject/herald-"+name]
 		require.True(t, ok, "a ScaledObject scales the %s", name)
-		require.Len(t, so.Spec.Triggers, 1, "herald-%s scales on one signal", name)
-		tr := so.Spec.Triggers[0]
-		require.Equal(t, "nats-jetstream", tr.Type, "herald-%s scales on its consumer's backlog", name)
-		lag, err := strconv.Atoi(tr.Metadata["lagThreshold"])
-		require.NoError(t, err, "herald-%s: lagThreshold is a number", name)
-		require.Positive(t, lag)
-		requireMonitoringEndpoint(t, objs, tr.Metadata["natsServerMonitoringEndpoint"])
-		triggers[name] = tr
+		var named []string
+		for _, tr := range so.Spec.Triggers {
+			require.Equal(t, "nats-jetstream", tr.Type, "herald-%s scales on its consumers' backlog", name)
+			lag, err := strconv.Atoi(tr.Metadata["lagThreshold"])
+			require.NoError(t, err, "herald-%s: lagThreshold is a number", name)
+			require.Positive(t, lag)
+			requireMonitoringEndpoint(t, objs, tr.Metadata["natsServerMonitoringEndpoint"])
+			named = append(named, tr.Metadata["consumer"])
+		}
+		require.ElementsMatch(t, consumers, named, "herald-%s scales on the backlog of each consumer it takes work from", name)
+		triggers[name] = so.Spec.Triggers
 	}
 
 	s.declared(t)
@@ -60,23 +69,25 @@ func TestKEDAScalesOnTheConsumersHeraldServes(t *testing.T) {
 	require.NoError(t, err, "server refused: %v", s.violations())
 	require.JSONEq(t, `{"pool":"default","concurrency":`+strconv.Itoa(runtime.NumCPU())+`}`, string(pong.Data))
 	require.Empty(t, s.violations())
-	for name, tr := range triggers {
-		acc := tr.Metadata["account"]
-		jsz, err := s.srv.NATS().Jsz(&server.JSzOptions{Account: acc, Consumer: true, Config: true})
-		require.NoError(t, err)
-		require.Len(t, jsz.AccountDetails, 1, "account %s of herald-%s's trigger is an account of herald.conf", acc, name)
-		var consumers []string
-		for _, st := range jsz.AccountDetails[0].Streams {
-			if st.Name != tr.Metadata["stream"] {
-				continue
+	for name, trs := range triggers {
+		for _, tr := range trs {
+			acc := tr.Metadata["account"]
+			jsz, err := s.srv.NATS().Jsz(&server.JSzOptions{Account: acc, Consumer: true, Config: true})
+			require.NoError(t, err)
+			require.Len(t, jsz.AccountDetails, 1, "account %s of herald-%s's trigger is an account of herald.conf", acc, name)
+			var consumers []string
+			for _, st := range jsz.AccountDetails[0].Streams {
+				if st.Name != tr.Metadata["stream"] {
+					continue
+				}
+				for _, c := range st.Consumer {
+					consumers = append(consumers, c.Name)
+				}
 			}
-			for _, c := range st.Consumer {
-				consumers = append(consumers, c.Name)
-			}
+			require.Contains(t, consumers, tr.Metadata["consumer"],
+				"herald-%s's trigger names stream %s and consumer %s; the running %s consumes from %v there",
+				name, tr.Metadata["stream"], tr.Metadata["consumer"], name, consumers)
 		}
-		require.Contains(t, consumers, tr.Metadata["consumer"],
-			"herald-%s's trigger names stream %s and consumer %s; the running %s consumes from %v there",
-			name, tr.Metadata["stream"], tr.Metadata["consumer"], name, consumers)
 	}
 }
 
