@@ -86,9 +86,10 @@ func (s *Service) Start(ctx context.Context) error {
 		{bus.ConsumerSpec{Stream: bus.StreamTasks, Durable: "loop-tasks", FilterSubjects: slices.Clone(bus.TaskSubjects),
 			MaxDeliver: 2000, RetryDelays: busyDelays, Waits: true,
 			// a tenant's tasks behind more than the window of another's
-			// are read past it (pkg/bus/peek.go)
-			PeekSubjects: []string{bus.TenantTasksFilter, bus.TenantAPITasksFilter},
-			PeekShared:   []string{bus.TasksSubject, bus.APITasksSubject}}, s.handleTask},
+			// are read past it (pkg/bus/peek.go), and so are its subtasks:
+			// a parent's turn waits for its child
+			PeekSubjects: []string{bus.TenantTasksFilter, bus.TenantAPITasksFilter, bus.TenantSubtasksFilter},
+			PeekShared:   []string{bus.TasksSubject, bus.APITasksSubject, bus.SubtasksSubject}}, s.handleTask},
 		{bus.ConsumerSpec{Stream: bus.StreamLLMResponses, Durable: "loop-llm",
 			FilterSubjects: []string{bus.LLMResponseFilter(bus.OwnerLoop)}, MaxDeliver: 50, RetryDelays: raceDelays}, s.handleModelResponse},
 		{bus.ConsumerSpec{Stream: bus.StreamToolResults, Durable: "loop-tools",
