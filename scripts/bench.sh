@@ -14,7 +14,7 @@ run -bench 'BenchmarkStepBytes' -benchtime 1x ./services/herald/e2e/
 run -bench 'BenchmarkStepOverhead' -benchtime 20x ./services/herald/e2e/   # and BenchmarkStepOverheadProcess (herald up, outside-in)
 run -bench 'BenchmarkStepThroughBus|BenchmarkStepInProcess' -benchtime 30x ./services/herald/e2e/
 run -bench 'BenchmarkConcurrentSessions' -benchtime 1x -timeout 30m ./services/herald/e2e/   # and BenchmarkConcurrentSessionsProcess (each side its own process)
-run -bench 'BenchmarkUpDefaults' -benchtime 1x -timeout 30m ./services/herald/e2e/   # issue 29: herald up with no flag, 200x5 at 200 ms and 1000x3 at 2 s
+run -bench 'BenchmarkUpDefaults' -benchtime 5x -timeout 30m ./services/herald/e2e/   # issue 29: herald up with no flag, 200x5 at 200 ms and 1000x3 at 2 s, five bursts each
 run -bench 'BenchmarkSustainedLoad' -benchtime 1x -timeout 30m ./services/herald/e2e/
 run -bench 'BenchmarkFairShare' -benchtime 1x -timeout 15m ./services/herald/e2e/   # issue 29: a flood beside alone and first come first served; weights
 run -bench 'BenchmarkGatewayAddedLatency' ./services/gateway/
