@@ -94,6 +94,20 @@ func (rc *resultCounter) when(taskID string) time.Time {
 	return rc.at[taskID]
 }
 
+// answeredBefore is how many tasks whose ids start with prefix+"-" had
+// their results before taskID's.
+func (rc *resultCounter) answeredBefore(prefix, taskID string) int {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	n := 0
+	for id, at := range rc.at {
+		if strings.HasPrefix(id, prefix+"-") && at.Before(rc.at[taskID]) {
+			n++
+		}
+	}
+	return n
+}
+
 // publishAll publishes tasks of tenant (prompts "<tenant> <i>", task ids
 // "<prefix>-<i>") as fast as the bus stores them.
 func publishAll(b testing.TB, h *H, tenant, prefix string, n int) {

@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -48,15 +47,7 @@ func floodPastTheWindow(t *testing.T, flood int, acmeSubject, globexSubject stri
 	task := proto.Task{Prompt: "globex task", SessionID: "s-globex", TaskID: "g-0", Tenant: "globex"}
 	require.NoError(t, bus.PublishJSON(ctx, h.JS, globexSubject, "", task))
 	require.Eventually(t, func() bool { return results.of("a") == flood && results.of("g") == 1 }, 3*time.Minute, 10*time.Millisecond)
-	globex := results.when("g-0")
-	before := 0
-	results.mu.Lock()
-	for id, at := range results.at {
-		if strings.HasPrefix(id, "a-") && at.Before(globex) {
-			before++
-		}
-	}
-	results.mu.Unlock()
+	before := results.answeredBefore("a", "g-0")
 	t.Logf("globex answered after %d of acme's %d", before, flood)
 	// reached by the window alone, it comes after about flood-1,024
 	require.Less(t, before, flood*3/10, "globex waited behind acme's flood")
@@ -120,15 +111,7 @@ func subtaskBehindAFlood(t *testing.T, flood int, parentSubject string) {
 	require.Equal(t, "parent done", res.FinalResponse)
 	require.Equal(t, []string{"child done"}, toolContents(h.Transcript(parent.SessionID)))
 	require.Eventually(t, func() bool { return results.of("a") == flood }, 3*time.Minute, 10*time.Millisecond)
-	answered := results.when(parent.TaskID)
-	before := 0
-	results.mu.Lock()
-	for id, at := range results.at {
-		if strings.HasPrefix(id, "a-") && at.Before(answered) {
-			before++
-		}
-	}
-	results.mu.Unlock()
+	before := results.answeredBefore("a", parent.TaskID)
 	t.Logf("globex's parent answered after %d of acme's %d", before, flood)
 	require.Less(t, before, flood*3/10, "globex's child waited behind acme's flood")
 }
