@@ -12,6 +12,7 @@ import (
 	"github.com/heraldrun/herald/pkg/bus"
 	"github.com/heraldrun/herald/pkg/config"
 	"github.com/heraldrun/herald/proto/heraldpb"
+	"github.com/heraldrun/herald/services/gateway"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/stretchr/testify/require"
 )
@@ -38,7 +39,7 @@ func TestKEDAScalesOnTheConsumersHeraldServes(t *testing.T) {
 	// from: a runner's calls and its quick reads, a gateway's requests
 	want := map[string][]string{
 		"toolrunner": {bus.ToolRunnerConsumer("default"), bus.ToolReadsConsumer("default")},
-		"gateway":    {"gateway"},
+		"gateway":    {gateway.Durable},
 	}
 	triggers := map[string][]kedaTrigger{}
 	for name, consumers := range want {
