@@ -16,7 +16,7 @@ run -bench 'BenchmarkStepThroughBus|BenchmarkStepInProcess' -benchtime 30x ./ser
 run -bench 'BenchmarkConcurrentSessions' -benchtime 1x -timeout 30m ./services/herald/e2e/   # and BenchmarkConcurrentSessionsProcess (each side its own process)
 run -bench 'BenchmarkUpDefaults' -benchtime 5x -timeout 30m ./services/herald/e2e/   # issue 29: herald up with no flag, 200x5 at 200 ms and 1000x3 at 2 s, five bursts each
 run -bench 'BenchmarkSustainedLoad' -benchtime 1x -timeout 30m ./services/herald/e2e/
-run -bench 'BenchmarkFairShare' -benchtime 1x -timeout 15m ./services/herald/e2e/   # issue 29: a flood beside alone and first come first served; weights
+run -bench 'BenchmarkFairShare' -benchtime 1x -count 3 -timeout 30m ./services/herald/e2e/   # issue 29: a flood beside alone and first come first served, three runs; weights
 run -bench 'BenchmarkGatewayAddedLatency' ./services/gateway/
 run -bench 'BenchmarkRunnersScaleOut' -benchtime 1x -timeout 20m ./services/toolrunner/
 run -bench 'BenchmarkFileTools' -count 5 ./services/toolrunner/   # confined file access per call (issue 26)
