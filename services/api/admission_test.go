@@ -7,8 +7,11 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/heraldrun/herald/pkg/bus"
 	"github.com/heraldrun/herald/proto"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 )
 
@@ -28,6 +31,26 @@ func firstSeq(t *testing.T, evs []sseEvent, ok func(proto.Event, map[string]any)
 	}
 	t.Fatalf("no such event among %v", eventTypes(evs))
 	return 0
+}
+
+// requireStartedAfter checks that the run whose events are evs started
+// (its first THINKING event was stored) after the durable result of the
+// session prev was stored. The run's slot passes on that result, which the
+// loop stores before it sends the result event: the events alone do not
+// order the two, since a run may start before the result event of the one
+// before it is stored.
+func requireStartedAfter(t *testing.T, js jetstream.JetStream, evs []sseEvent, prev, msg string) {
+	t.Helper()
+	ctx := ctxT(t, 30*time.Second)
+	isThinking := func(e proto.Event, _ map[string]any) bool { return e.State == proto.StateThinking }
+	events, err := js.Stream(ctx, bus.StreamEvents)
+	require.NoError(t, err)
+	started, err := events.GetMsg(ctx, firstSeq(t, evs, isThinking))
+	require.NoError(t, err)
+	result, err := bus.LastOnSubject(ctx, js, bus.StreamSessions, bus.SessionResult(prev))
+	require.NoError(t, err)
+	require.True(t, started.Time.After(result.Time), "%s: started %s, the result before it stored %s",
+		msg, started.Time.Format(time.RFC3339Nano), result.Time.Format(time.RFC3339Nano))
 }
 
 func positions(t *testing.T, evs []sseEvent) []int {
@@ -62,11 +85,8 @@ func TestRunsBeyondATenantsLimitWaitInOrderAndSayTheirPlace(t *testing.T) {
 	require.Empty(t, positions(t, events[0]))
 	require.Equal(t, []int{1}, positions(t, events[1]))
 	require.Equal(t, []int{2, 1}, positions(t, events[2]), "the third run is told when it moves up")
-	isResult := func(e proto.Event, _ map[string]any) bool { return e.Type == proto.EventResult }
-	isThinking := func(e proto.Event, _ map[string]any) bool { return e.State == proto.StateThinking }
 	for i := 1; i < 3; i++ {
-		require.Greater(t, firstSeq(t, events[i], isThinking), firstSeq(t, events[i-1], isResult),
-			"run %d starts only after run %d finished", i, i-1)
+		requireStartedAfter(t, js, events[i], runs[i-1].SessionID, fmt.Sprintf("run %d starts only after run %d finished", i, i-1))
 	}
 
 	// A key's own cap counts too.
@@ -115,10 +135,7 @@ func TestLimitsHoldAcrossAPIProcesses(t *testing.T) {
 	require.Equal(t, "completed", waitRun(t, h, "", first.RunID).Status)
 	require.Equal(t, "completed", waitRun(t, &second, "", other.RunID).Status)
 	evs := storedEvents(t, h.js(t), other.SessionID, other.RunID)
-	isResult := func(e proto.Event, _ map[string]any) bool { return e.Type == proto.EventResult }
-	isThinking := func(e proto.Event, _ map[string]any) bool { return e.State == proto.StateThinking }
-	require.Greater(t, firstSeq(t, evs, isThinking), firstSeq(t, storedEvents(t, h.js(t), first.SessionID, first.RunID), isResult),
-		"the second process's run started after the first's ended")
+	requireStartedAfter(t, h.js(t), evs, first.SessionID, "the second process's run started after the first's ended")
 
 	// A key's cap is one across processes too.
 	out, _, code := h.cli(t, "keys", "create", "--tenant", "gamma", "--max-concurrent", "1")
