@@ -98,14 +98,7 @@ func subtaskBehindAFlood(t *testing.T, flood int, parentSubject string) {
 	case <-time.After(time.Minute):
 		t.Fatal("the parent's first model call never came")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	batch := bus.NewBatch(h.JS)
-	for i := range flood {
-		batch.JSON(ctx, bus.TenantTasks("acme"), "", proto.Task{Prompt: fmt.Sprintf("acme %d", i),
-			SessionID: fmt.Sprintf("sa-%d", i), TaskID: fmt.Sprintf("a-%d", i)})
-	}
-	require.NoError(t, batch.Wait(ctx))
+	publishAll(t, h, "acme", "a", flood)
 	letDelegate()
 	res := h.WaitResult(parent, 3*time.Minute)
 	require.Equal(t, "parent done", res.FinalResponse)
