@@ -164,6 +164,10 @@ type Server struct {
 	ln     net.Listener
 	script Script
 
+	// lean keeps no request and decodes only what a load run's script
+	// reads (StartLean).
+	lean bool
+
 	mu       sync.Mutex
 	requests []*Request
 	calls    int
@@ -187,6 +191,22 @@ func Start(script Script) (*Server, error) {
 	s.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = s.srv.Serve(ln) }()
 	return s, nil
+}
+
+// StartLean serves script as Start does, for load runs, where the server
+// stands in for a remote provider whose work is on another machine: it keeps
+// no request (Requests returns none; Calls still counts them) and of a chat
+// completions request decodes only the model, the stream flag and each
+// message's role, so the script sees Messages holding roles alone. Decoding
+// every message of every request and holding them all was most of this
+// server's CPU, which in a load run shares the cores with the client it
+// stands in for. The answers on the wire are the same as Start's.
+func StartLean(script Script) (*Server, error) {
+	s, err := Start(script)
+	if err == nil {
+		s.lean = true
+	}
+	return s, err
 }
 
 // Close stops the server.
@@ -216,13 +236,17 @@ func (s *Server) Calls() int {
 // wireAPI is one provider protocol the server speaks: how a request body
 // becomes a Request, and how a Reply is written as JSON or as a stream.
 type wireAPI struct {
-	parse  func(body []byte, req *Request) error
+	parse func(body []byte, req *Request) error
+	// lean, when set, is parse for a lean server: only the model, the
+	// stream flag and the messages' roles.
+	lean   func(body []byte, req *Request) error
 	object func(req *Request, reply Reply) any
 	stream func(w http.ResponseWriter, req *Request, reply Reply)
 }
 
 var chatAPI = wireAPI{
 	parse:  func(body []byte, req *Request) error { return json.Unmarshal(body, req) },
+	lean:   parseChatRoles,
 	object: func(req *Request, reply Reply) any { return completion(req, reply) },
 	stream: writeStream,
 }
@@ -234,13 +258,21 @@ func (s *Server) serve(api wireAPI) http.HandlerFunc {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
-		req := &Request{Path: r.URL.Path, Header: r.Header.Clone(), Raw: body}
-		if err := api.parse(body, req); err != nil {
+		req := &Request{Path: r.URL.Path, Raw: body}
+		parse := api.parse
+		if s.lean && api.lean != nil {
+			parse = api.lean
+		} else {
+			req.Header = r.Header.Clone()
+		}
+		if err := parse(body, req); err != nil {
 			http.Error(w, `{"error":{"message":"invalid JSON body"}}`, http.StatusBadRequest)
 			return
 		}
 		s.mu.Lock()
-		s.requests = append(s.requests, req)
+		if !s.lean {
+			s.requests = append(s.requests, req)
+		}
 		s.calls++
 		s.inflight++
 		req.Arrived, req.InFlight = time.Now(), s.inflight
@@ -268,6 +300,27 @@ func (s *Server) serve(api wireAPI) http.HandlerFunc {
 		}
 		answer(w, api, req, reply)
 	}
+}
+
+// parseChatRoles decodes of a chat completions request the model, the
+// stream flag and each message's role (a lean server's parse).
+func parseChatRoles(body []byte, req *Request) error {
+	var v struct {
+		Model    string `json:"model"`
+		Stream   bool   `json:"stream"`
+		Messages []struct {
+			Role string `json:"role"`
+		} `json:"messages"`
+	}
+	if err := json.Unmarshal(body, &v); err != nil {
+		return err
+	}
+	req.Model, req.Stream = v.Model, v.Stream
+	req.Messages = make([]Message, len(v.Messages))
+	for i, m := range v.Messages {
+		req.Messages[i].Role = m.Role
+	}
+	return nil
 }
 
 // readBody reads the request's body into one buffer of its declared

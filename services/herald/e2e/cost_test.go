@@ -36,7 +36,9 @@ import (
 // costModelEnv makes this test binary a model that calls read_file until a
 // history holds the given number of assistant messages; costModelDelayEnv,
 // when set, is the milliseconds it takes before each reply (none: it
-// answers at once).
+// answers at once). The model is a lean scripted server (StartLean): it
+// stands in for a provider on another machine, so it takes as little of
+// these cores as it can, keeping no request and decoding only the roles.
 const (
 	costModelEnv      = "HERALD_COST_MODEL_STEPS"
 	costModelDelayEnv = "HERALD_COST_MODEL_DELAY_MS"
@@ -63,7 +65,7 @@ func init() {
 		}
 		script = delayed(script, time.Duration(ms)*time.Millisecond)
 	}
-	model, err := scripted.Start(script)
+	model, err := scripted.StartLean(script)
 	if err != nil {
 		panic(err)
 	}
