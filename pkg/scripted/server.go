@@ -175,12 +175,14 @@ type Server struct {
 }
 
 // Start serves script on a loopback port.
-func Start(script Script) (*Server, error) {
+func Start(script Script) (*Server, error) { return start(script, false) }
+
+func start(script Script, lean bool) (*Server, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, fmt.Errorf("scripted model: %w", err)
 	}
-	s := &Server{ln: ln, script: script, URL: "http://" + ln.Addr().String() + "/v1"}
+	s := &Server{ln: ln, script: script, lean: lean, URL: "http://" + ln.Addr().String() + "/v1"}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/v1/chat/completions", s.serve(chatAPI))
 	mux.HandleFunc("/v1/responses", s.serve(responsesAPI))
@@ -201,13 +203,7 @@ func Start(script Script) (*Server, error) {
 // every message of every request and holding them all was most of this
 // server's CPU, which in a load run shares the cores with the client it
 // stands in for. The answers on the wire are the same as Start's.
-func StartLean(script Script) (*Server, error) {
-	s, err := Start(script)
-	if err == nil {
-		s.lean = true
-	}
-	return s, err
-}
+func StartLean(script Script) (*Server, error) { return start(script, true) }
 
 // Close stops the server.
 func (s *Server) Close() { _ = s.srv.Close() }

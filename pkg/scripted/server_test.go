@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -13,13 +14,16 @@ import (
 // A lean server answers byte for byte as a full one, keeps no request, and
 // its script still sees the roles it counts.
 func TestALeanServerAnswersAsAFullOneAndKeepsNothing(t *testing.T) {
+	var mu sync.Mutex
 	var seen []string
 	script := func(r *Request) Reply {
 		roles := make([]string, len(r.Messages))
 		for i, m := range r.Messages {
 			roles[i] = m.Role
 		}
+		mu.Lock()
 		seen = append(seen, strings.Join(roles, ","))
+		mu.Unlock()
 		if r.AssistantCount() == 0 {
 			return Tool("read_file", `{"path":"a.txt"}`)
 		}
@@ -54,6 +58,8 @@ func TestALeanServerAnswersAsAFullOneAndKeepsNothing(t *testing.T) {
 	require.Len(t, full.Requests(), 2)
 	require.Empty(t, lean.Requests())
 	require.Equal(t, 4, lean.Calls())
+	mu.Lock()
+	defer mu.Unlock()
 	require.Equal(t, []string{"system,user", "system,user", "user,assistant,tool", "user,assistant,tool",
 		"system,user", "user,assistant,tool"}, seen)
 
