@@ -200,9 +200,9 @@ func start(script Script, lean bool) (*Server, error) {
 // no request (Requests returns none; Calls still counts them) and of a chat
 // completions request decodes only the model, the stream flag and each
 // message's role, so the script sees Messages holding roles alone. Decoding
-// every message of every request and holding them all was most of this
-// server's CPU, which in a load run shares the cores with the client it
-// stands in for. The answers on the wire are the same as Start's.
+// every request whole was a fifth of this server's CPU, and holding them all
+// grew its heap all run, on the cores the client it stands in for runs on
+// (docs/BENCHMARKS.md). The answers on the wire are the same as Start's.
 func StartLean(script Script) (*Server, error) { return start(script, true) }
 
 // Close stops the server.
