@@ -55,6 +55,11 @@ func TestALeanServerAnswersAsAFullOneAndKeepsNothing(t *testing.T) {
 	require.Contains(t, post(lean, first), `"tool_calls"`)
 	require.Contains(t, post(lean, second), "data: [DONE]")
 
+	resp, err := http.Post(lean.URL+"/chat/completions", "application/json", strings.NewReader(`{"messages":[`))
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusBadRequest, resp.StatusCode)
+
 	require.Len(t, full.Requests(), 2)
 	require.Empty(t, lean.Requests())
 	require.Equal(t, 4, lean.Calls())
@@ -62,9 +67,4 @@ func TestALeanServerAnswersAsAFullOneAndKeepsNothing(t *testing.T) {
 	defer mu.Unlock()
 	require.Equal(t, []string{"system,user", "system,user", "user,assistant,tool", "user,assistant,tool",
 		"system,user", "user,assistant,tool"}, seen)
-
-	resp, err := http.Post(lean.URL+"/chat/completions", "application/json", strings.NewReader(`{"messages":[`))
-	require.NoError(t, err)
-	resp.Body.Close()
-	require.Equal(t, http.StatusBadRequest, resp.StatusCode)
 }
