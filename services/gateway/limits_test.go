@@ -113,13 +113,22 @@ func TestRPMHoldsAcrossTwoGateways(t *testing.T) {
 func patientRetries(c *Config) { c.MaxAttempts = 8 }
 
 // refuseBurst is a provider that answers calls refuseFrom to
-// refuseFrom+refused-1 with 429 and Retry-After: 1, the others after 100 ms.
+// refuseFrom+refused-1 with 429 and Retry-After: 1, the calls before them
+// after 100 ms and the calls after them after 250 ms. The longer answers
+// after the pause let a climb back to the limit show as that many calls at
+// the provider at once: a freed slot is taken again within a few
+// milliseconds, but on a loaded machine not always within the shortest
+// remaining answer of the others.
 func refuseBurst(refuseFrom, refused int32) scripted.Script {
 	var n atomic.Int32
 	return func(*scripted.Request) scripted.Reply {
-		if k := n.Add(1); k >= refuseFrom && k < refuseFrom+refused {
+		k := n.Add(1)
+		switch {
+		case k >= refuseFrom && k < refuseFrom+refused:
 			return scripted.Reply{Status: 429, Header: map[string]string{"Retry-After": "1"},
 				Body: `{"error":{"message":"Rate limit reached","type":"requests","code":"rate_limit_exceeded"}}`}
+		case k >= refuseFrom+refused:
+			return scripted.Reply{Content: "ok", Delay: 250 * time.Millisecond}
 		}
 		return scripted.Reply{Content: "ok", Delay: 100 * time.Millisecond}
 	}
