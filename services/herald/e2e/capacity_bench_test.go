@@ -22,12 +22,10 @@ import (
 // 200 × 5 within 1.5× the ideal, 1,000 × 3 within 1.3×. Each iteration is
 // one burst: x-ideal and the CPU figures are the medians over the bursts,
 // first-x-ideal the first burst's (one session served before it), and
-// worst-x-ideal the slowest's.
+// worst-x-ideal the slowest's. HERALD_BENCH_UP_LOADS runs other loads
+// instead (upLoads).
 func BenchmarkUpDefaults(b *testing.B) {
-	for _, c := range []struct {
-		sessions, calls int
-		latency         time.Duration
-	}{{200, 5, 200 * time.Millisecond}, {1000, 3, 2 * time.Second}} {
+	for _, c := range upLoads(b) {
 		b.Run(fmt.Sprintf("%dx%d@%s", c.sessions, c.calls, c.latency), func(b *testing.B) {
 			url, modelPID := startCostModelProcess(b, c.calls-1, c.latency)
 			// HERALD_BENCH_UP_ARGS: flags to try against the defaults
@@ -75,6 +73,38 @@ func BenchmarkUpDefaults(b *testing.B) {
 			b.ReportMetric(0, "ns/op")
 		})
 	}
+}
+
+// upLoad is a burst of sessions of calls each against a model answering
+// after latency.
+type upLoad struct {
+	sessions, calls int
+	latency         time.Duration
+}
+
+// upLoads are the aims' two loads, or those HERALD_BENCH_UP_LOADS names
+// ("100x5@200ms 500x3@2s": sessions x calls @ the model's latency), to find
+// where another machine's cores stop keeping up.
+func upLoads(b *testing.B) []upLoad {
+	spec := os.Getenv("HERALD_BENCH_UP_LOADS")
+	if spec == "" {
+		return []upLoad{{200, 5, 200 * time.Millisecond}, {1000, 3, 2 * time.Second}}
+	}
+	var loads []upLoad
+	for _, f := range strings.Fields(spec) {
+		var l upLoad
+		var latency string
+		if _, err := fmt.Sscanf(strings.Replace(f, "@", " ", 1), "%dx%d %s", &l.sessions, &l.calls, &latency); err != nil {
+			b.Fatalf("HERALD_BENCH_UP_LOADS: %q is not sessionsxcalls@latency: %v", f, err)
+		}
+		d, err := time.ParseDuration(latency)
+		if err != nil || l.sessions < 1 || l.calls < 2 || d <= 0 {
+			b.Fatalf("HERALD_BENCH_UP_LOADS: %q needs a session or more, two calls or more and a latency", f)
+		}
+		l.latency = d
+		loads = append(loads, l)
+	}
+	return loads
 }
 
 // median is the middle of xs (the mean of the two middle ones for an even
