@@ -199,7 +199,8 @@ func start(script Script, lean bool) (*Server, error) {
 // stands in for a remote provider whose work is on another machine: it keeps
 // no request (Requests returns none; Calls still counts them) and of a chat
 // completions request decodes only the model, the stream flag and each
-// message's role, so the script sees Messages holding roles alone. Decoding
+// message's role, so the script sees Messages holding roles alone (and no
+// Header: the request's headers are not copied either). Decoding
 // every request whole was a fifth of this server's CPU, and holding them all
 // grew its heap all run, on the cores the client it stands in for runs on
 // (docs/BENCHMARKS.md). The answers on the wire are the same as Start's.
