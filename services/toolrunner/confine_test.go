@@ -163,8 +163,9 @@ func direct(h *harness, workspace, tool string, args any) outcome {
 }
 
 // swapLoop exchanges each pair (a name and a symlink beside it) twice in a
-// tight loop until stop is closed; it returns the rounds made.
-func swapLoop(t *testing.T, stop <-chan struct{}, pairs [][2]string) func() int {
+// tight loop until stop is closed; it returns the rounds made. With a calm,
+// it rests after each burst of the calm's rounds (see calm).
+func swapLoop(t *testing.T, stop <-chan struct{}, pairs [][2]string, c *calm) func() int {
 	var rounds atomic.Int64
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -184,10 +185,65 @@ func swapLoop(t *testing.T, stop <-chan struct{}, pairs [][2]string) func() int 
 					}
 				}
 			}
-			rounds.Add(1)
+			if n := rounds.Add(1); c != nil && n%int64(c.burst) == 0 && !c.rest(stop) {
+				return
+			}
 		}
 	}()
 	return func() int { wg.Wait(); return int(rounds.Load()) }
+}
+
+// calm paces a swap loop for a race whose window is wide, such as a
+// sandbox's set-up, where a tight loop may leave no call a moment to run on
+// a loaded machine. After a burst of rounds in which no call ran, the loop
+// rests, with every name in place, until a call that began during the rest
+// has ended: that call met no swap. So the race shows calls that ran as well
+// as calls refused whatever the machine's timing, the calls that straddle a
+// burst's edges still race it, and on a machine where calls run between
+// swaps anyway the loop never rests.
+type calm struct {
+	burst int
+	ran   atomic.Bool  // a call ran since the loop last looked
+	gen   atomic.Int64 // odd while the loop rests
+	ended chan int64   // the rest a call began in, when it ends
+}
+
+func newCalm(burst int) *calm { return &calm{burst: burst, ended: make(chan int64, 16)} }
+
+// begin is called as a call starts; end, with its value and whether the
+// call ran, as it ends.
+func (c *calm) begin() int64 { return c.gen.Load() }
+
+func (c *calm) end(g int64, ran bool) {
+	if ran {
+		c.ran.Store(true)
+	}
+	if g%2 == 1 {
+		select {
+		case c.ended <- g:
+		default: // full of older rests' ends: a later call of this rest will say so
+		}
+	}
+}
+
+// rest holds the loop, unless a call ran since it last looked, until a call
+// that began after it has ended; false if stop closed first.
+func (c *calm) rest(stop <-chan struct{}) bool {
+	if c.ran.Swap(false) {
+		return true
+	}
+	g := c.gen.Add(1)
+	defer c.gen.Add(1)
+	for {
+		select {
+		case <-stop:
+			return false
+		case e := <-c.ended:
+			if e == g {
+				return true
+			}
+		}
+	}
 }
 
 // From a goroutine, a folder and a file of the workspace are swapped for
@@ -208,7 +264,7 @@ func TestFileToolsHoldAgainstSymlinkSwapRaces(t *testing.T) {
 	require.NoError(t, os.Symlink("../../globex/secret.txt", f+".globex"))
 	// f.txt is only read here: a write would replace the symlink at its name.
 	stop := make(chan struct{})
-	rounds := swapLoop(t, stop, [][2]string{{d, d + ".host"}, {d, d + ".globex"}, {f, f + ".host"}, {f, f + ".globex"}})
+	rounds := swapLoop(t, stop, [][2]string{{d, d + ".host"}, {d, d + ".globex"}, {f, f + ".host"}, {f, f + ".globex"}}, nil)
 
 	calls := []struct {
 		tool string
@@ -525,7 +581,7 @@ func TestHiddenFoldersHoldAgainstSymlinkSwapRaces(t *testing.T) {
 	require.NoError(t, os.Symlink("tenants/acme/plans.txt", f+".tenant"))
 	require.NoError(t, os.Symlink(".herald/store.txt", f+".data"))
 	stop := make(chan struct{})
-	rounds := swapLoop(t, stop, [][2]string{{d, d + ".tenant"}, {d, d + ".data"}, {f, f + ".tenant"}, {f, f + ".data"}})
+	rounds := swapLoop(t, stop, [][2]string{{d, d + ".tenant"}, {d, d + ".data"}, {f, f + ".tenant"}, {f, f + ".data"}}, nil)
 
 	calls := []struct {
 		tool string
