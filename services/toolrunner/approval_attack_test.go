@@ -56,6 +56,7 @@ var toolPathAttacks = []attack{
 	{"tar checkpoint action", "tar -cf /dev/null cleanup.sh --checkpoint=1 --checkpoint-action=exec='rm -rf victim'", false},
 	{"git shell alias", "git -c alias.x='!rm -rf victim' x", false},
 	{"hash -p", "hash -p /bin/rm ls; ls -rf victim", false},
+	{"abbreviated long options", "rm --recur --forc victim", false},
 	{"trap", "trap 'rm -rf victim' EXIT", false},
 	{"arithmetic on a string", "x='a[$(rm -rf victim)]'; echo $((x))", false},
 	{"arithmetic on a file's content", "read x < payload; echo $((x))", false},

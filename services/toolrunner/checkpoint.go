@@ -66,6 +66,7 @@ func snapshot(w workspace, dir string) error {
 		return err
 	}
 	if err := copyOut(w, tmp); err != nil {
+		_ = os.RemoveAll(tmp)
 		return err
 	}
 	return os.Rename(tmp, dir)
@@ -85,8 +86,10 @@ func checkSize(w workspace) error {
 }
 
 // copyOut copies the workspace's regular files, folders and symlinks (as
-// links) into dst, a folder of the runner's own.
+// links) into dst, a folder of the runner's own, checkpointMaxBytes of
+// file content at most, whatever the files do meanwhile.
 func copyOut(w workspace, dst string) error {
+	room := int64(checkpointMaxBytes)
 	return w.walk(w.dir, ".", func(dir *os.Root, name, rel string, info fs.FileInfo) error {
 		target := filepath.Join(dst, filepath.FromSlash(rel))
 		switch {
@@ -105,18 +108,27 @@ func copyOut(w workspace, dst string) error {
 				return nil // changed since it was listed: not this snapshot's
 			}
 			defer in.Close()
-			return copyTo(in, target, info.Mode().Perm())
+			return copyTo(in, target, info.Mode().Perm(), &room)
 		}
 		return nil
 	})
 }
 
-func copyTo(in io.Reader, dst string, mode fs.FileMode) error {
+// copyTo copies in to dst, at most *room bytes, and takes what it copied
+// from room: a file that grows after checkSize (a command still writing,
+// truncate -s 64G) stops the snapshot at the limit instead of filling the
+// runner's disk.
+func copyTo(in io.Reader, dst string, mode fs.FileMode, room *int64) error {
 	out, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, mode)
 	if err != nil {
 		return err
 	}
-	if _, err := io.Copy(out, in); err != nil {
+	n, err := io.Copy(out, io.LimitReader(in, *room+1))
+	*room -= n
+	if err == nil && *room < 0 {
+		err = fmt.Errorf("%w (a file grew past %d MB while it was copied)", errTooBig, checkpointMaxBytes>>20)
+	}
+	if err != nil {
 		out.Close()
 		return err
 	}

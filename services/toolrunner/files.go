@@ -1,7 +1,6 @@
 package toolrunner
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -9,11 +8,7 @@ import (
 	"io"
 	"os"
 	"strings"
-	"unicode/utf8"
 )
-
-// maxLineChars cuts single lines (minified files) so one line cannot fill a result.
-const maxLineChars = 2000
 
 type readArgs struct {
 	Path   string `json:"path"`
@@ -21,7 +16,7 @@ type readArgs struct {
 	Limit  int    `json:"limit"`
 }
 
-func (s *Service) readFile(_ context.Context, c *call) outcome {
+func (s *Service) readFile(ctx context.Context, c *call) outcome {
 	var a readArgs
 	if err := decodeArgs(c.spec.Name, c.spec.Parameters, c.req.GetArguments(), &a); err != nil {
 		return failed(err)
@@ -44,11 +39,11 @@ func (s *Service) readFile(_ context.Context, c *call) outcome {
 	if limit <= 0 || limit > s.cfg.ReadFileMaxLines {
 		limit = s.cfg.ReadFileMaxLines
 	}
-	text, last, total, err := numberedLines(f, first, limit, s.cfg.MaxResultChars)
+	shown, err := numberedLines(ctx, f, window{first: first, limit: limit, maxChars: s.cfg.MaxResultChars})
 	if err != nil {
 		return failed(fmt.Errorf("read %s: %w", a.Path, err))
 	}
-	return ok(text + readFooter(a.Path, first, last, total))
+	return ok(shown.text + readFooter(a.Path, first, shown, e.info.Size()))
 }
 
 // openRegular opens the file at e, which must be a regular file.
@@ -84,47 +79,32 @@ func looksBinary(f *os.File) (bool, error) {
 	return bytes.IndexByte(head[:n], 0) >= 0, nil
 }
 
-// numberedLines returns lines [first, first+limit) as "N|text", stopping early
-// at maxChars, with the number of the last line shown and the file's total.
-func numberedLines(r io.Reader, first, limit, maxChars int) (string, int, int, error) {
-	br := bufio.NewReader(r)
-	var b strings.Builder
-	n, last := 0, 0
-	for {
-		line, err := br.ReadString('\n')
-		if line != "" {
-			n++
-			if n >= first && n < first+limit && b.Len() < maxChars {
-				fmt.Fprintf(&b, "%6d|%s\n", n, cutLine(strings.TrimRight(line, "\r\n")))
-				last = n
-			}
-		}
-		if errors.Is(err, io.EOF) {
-			return b.String(), last, n, nil
-		}
-		if err != nil {
-			return "", 0, 0, err
-		}
+func readFooter(path string, first int, shown shownLines, size int64) string {
+	if !shown.whole {
+		return partialFooter(path, first, shown, size)
 	}
-}
-
-func cutLine(s string) string {
-	if utf8.RuneCountInString(s) <= maxLineChars {
-		return s
-	}
-	return string([]rune(s)[:maxLineChars]) + " [line truncated]"
-}
-
-func readFooter(path string, first, last, total int) string {
 	switch {
-	case total == 0:
+	case shown.total == 0:
 		return fmt.Sprintf("(%s is empty)", path)
-	case first > total:
-		return fmt.Sprintf("(%s has %d lines; offset %d is past the end)", path, total, first)
-	case last < total:
-		return fmt.Sprintf("(showing lines %d-%d of %d; read on with offset=%d)", first, last, total, last+1)
+	case first > shown.total:
+		return fmt.Sprintf("(%s has %d lines; offset %d is past the end)", path, shown.total, first)
+	case shown.last < shown.total:
+		return fmt.Sprintf("(showing lines %d-%d of %d; read on with offset=%d)", first, shown.last, shown.total, shown.last+1)
 	}
 	return ""
+}
+
+// partialFooter is the footer of a file longer than read_file reads
+// through: its lines past readScanMaxBytes are neither shown nor counted.
+func partialFooter(path string, first int, shown shownLines, size int64) string {
+	scanned := fmt.Sprintf("%s is %s; read_file reads only its first %s (%d lines)", path, sizeText(size), sizeText(readScanMaxBytes), shown.total)
+	switch {
+	case first > shown.total:
+		return fmt.Sprintf("(%s, and offset %d is past them; use terminal (tail, sed -n) for the rest)", scanned, first)
+	case shown.last < shown.total:
+		return fmt.Sprintf("(showing lines %d-%d; %s; read on with offset=%d)", first, shown.last, scanned, shown.last+1)
+	}
+	return fmt.Sprintf("(showing lines %d-%d; %s; use terminal (tail, sed -n) for the rest)", first, shown.last, scanned)
 }
 
 type writeArgs struct {

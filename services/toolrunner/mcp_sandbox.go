@@ -3,6 +3,7 @@ package toolrunner
 import (
 	"bufio"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -158,7 +159,9 @@ func interpreter(p string) string {
 		return ""
 	}
 	defer f.Close()
-	line, err := bufio.NewReader(f).ReadString('\n')
+	// The kernel reads 256 bytes of a #! line; a file of one endless line
+	// must not be read whole.
+	line, err := bufio.NewReader(io.LimitReader(f, 4<<10)).ReadString('\n')
 	if err != nil || !strings.HasPrefix(line, "#!") {
 		return ""
 	}

@@ -210,22 +210,22 @@ var segmentRules = append(rules(alwaysBlocked,
 	`^(init|telinit) [06]( |$)`, "shuts down or restarts the machine",
 	`^systemctl (poweroff|reboot|halt|kexec)( |$)`, "shuts down or restarts the machine",
 	`^kill( -[a-z0-9]+)* (-- )?-1$`, "kills every process the user can signal",
-	`^chmod -r [0-7]*7[0-7]* /$`, "opens the whole filesystem to everyone",
+	`^chmod (-r|--recursive) [0-7]*7[0-7]* /$`, "opens the whole filesystem to everyone",
 ), rules(needsApproval,
 	`^find .*(-delete|-exec(dir)? (\S*/)?rm\b)`, "deletes files recursively (find)",
 	`^dd .*\bif=`+blockDevice, "copies a raw disk (dd from a block device)",
 	`^chmod .*(\b777\b|\b[0-7]?77[0-7]\b|a\+rwx|ugo\+rwx)`, "makes files writable by everyone (chmod 777)",
-	`^chown -r `, "changes ownership recursively",
+	`^(chown|chgrp) (.* )?(-[a-z]*r[a-z]*|--recursive)( |$)`, "changes ownership recursively",
 	`^git .*\breset .*--hard`, "discards uncommitted work (git reset --hard)",
-	`^git .*\bpush\b.*( -f\b| --force)`, "rewrites remote history (force push)",
+	`^git .*\bpush\b.*( -[a-z0-9]*f| --force| --mirror\b| \+[^ ])`, "rewrites remote history (force push)",
 	`^git .*\bclean .*-[a-z]*f`, "deletes untracked files (git clean -f)",
-	`^git .*\bbranch .*-d `, "deletes a branch",
+	`^git .*\bbranch (.* )?(-d|--delete)( |$)`, "deletes a branch",
 	`^(pkill|killall)( |$)`, "kills processes by name",
 	`^kill -(9|kill|sigkill)( |$)`, "force-kills processes",
 	`^systemctl (stop|disable|mask) `, "stops a system service",
 	`^crontab -r`, "removes the crontab",
 	`^mv .* /dev/null$`, "moves files into /dev/null",
-	`^truncate .*-s ?0`, "empties files",
+	`^truncate .*(-s ?0|--size[= ]0)`, "empties files",
 )...)
 
 // anywhereRules match inside any simple command (SQL in a client's argument).
@@ -241,7 +241,9 @@ var where = regexp.MustCompile(`\bwhere\b`)
 var harmless = regexp.MustCompile(`^killall (-l|-v|--list|--version)$`)
 
 func classifySegment(seg string) classification {
-	if c := classifyRm(strings.Fields(seg)); c.verdict != safeCommand {
+	words := canonicalOptions(strings.Fields(seg))
+	seg = strings.Join(words, " ")
+	if c := classifyRm(words); c.verdict != safeCommand {
 		return c
 	}
 	if harmless.MatchString(seg) {

@@ -151,7 +151,7 @@ func classifyChmod(words []string) classification {
 	for _, w := range words {
 		switch {
 		case chmodOptions[w] || strings.HasPrefix(w, "--"):
-			recursive = recursive || strings.Contains(w, "R") || w == "--recursive"
+			recursive = recursive || !strings.HasPrefix(w, "--") && strings.Contains(w, "R") || isLongOption(w, "recursive")
 		case mode == "":
 			mode = w
 		default:

@@ -124,3 +124,53 @@ func TestClassifyCommand(t *testing.T) {
 		require.Equal(t, safeCommand, classifyCommand(cmd).verdict, "%q should be safe", cmd)
 	}
 }
+
+// getopt_long and git take any prefix of a long option that names only it,
+// and --opt=value; a prefix that names several makes the program refuse to
+// run, so reading it as the dangerous option only fails closed.
+func TestAbbreviatedLongOptionsAreReadAsTheProgramReadsThem(t *testing.T) {
+	for cmd, want := range map[string]verdict{
+		"rm -rf --no-pres /":                 alwaysBlocked,
+		"rm -rf --n /":                       alwaysBlocked,
+		"rm --recur --force /":               alwaysBlocked,
+		"rm --re --no-preserve-root /":       alwaysBlocked,
+		"rm --recur --force victim":          needsApproval,
+		"rm --r victim":                      needsApproval,
+		"chmod --recur 777 /":                alwaysBlocked,
+		"chmod -c --recu a+w /":              alwaysBlocked,
+		"chown --recur nobody /srv":          needsApproval,
+		"chown --recursive nobody x":         needsApproval,
+		"chown nobody -R x":                  needsApproval,
+		"chgrp -R staff x":                   needsApproval,
+		"git reset --ha HEAD~3":              needsApproval,
+		"git reset --h":                      needsApproval,
+		"git -C repo reset --har origin/x":   needsApproval,
+		"git push --forc origin main":        needsApproval,
+		"git push -uf origin main":           needsApproval,
+		"git push origin +main":              needsApproval,
+		"git push origin +HEAD:refs/heads/x": needsApproval,
+		"git push --mirror backup":           needsApproval,
+		"git push --mir backup":              needsApproval,
+		"git clean --fo -d":                  needsApproval,
+		"git branch --delete old":            needsApproval,
+		"git branch --del old":               needsApproval,
+		"truncate --size=0 log":              needsApproval,
+		"truncate --si 0 log":                needsApproval,
+		"rm --preserve-root -f a.txt":        safeCommand,
+		"rm --verbose a.txt":                 safeCommand,
+		"rm --dir empty":                     safeCommand,
+		"git push origin main":               safeCommand,
+		"git push --follow-tags origin main": safeCommand,
+		"git push -u origin feature-x":       safeCommand,
+		"git reset --soft HEAD~1":            safeCommand,
+		"git reset --mixed":                  safeCommand,
+		"git branch --list":                  safeCommand,
+		"chown nobody file":                  safeCommand,
+		"chmod --reference=a b":              safeCommand,
+		"truncate --size=10M disk.img":       safeCommand,
+		"git log --hard-wrap":                safeCommand,
+	} {
+		got := classifyCommand(cmd)
+		require.Equal(t, want, got.verdict, "%q: %+v", cmd, got)
+	}
+}

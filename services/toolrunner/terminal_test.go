@@ -85,21 +85,50 @@ func TestTerminalEnvironmentHasNoSecrets(t *testing.T) {
 	t.Setenv("HARMLESS_SETTING", "visible")
 	t.Setenv("MY_LLM", "named-in-herald-yaml")
 	t.Setenv("INNOCENT_LOOKING", "sk-the-primary-key")
+	// Credentials under names that do not say so, as a deployment has them.
+	leaks := map[string]string{
+		"OTEL_EXPORTER_OTLP_HEADERS": "Authorization=Basic b3RlbC1zZWNyZXQ",
+		"DATABASE_URL":               "postgres://app:pg-secret-1@db:5432/app",
+		"ANALYTICS_DSN":              "clickhouse://ch-secret-2@ch:9000/x",
+		"HTTPS_PROXY":                "http://proxyuser:proxy-secret-3@proxy:3128",
+		"ALERTS_SIGNING":             "webhook-secret-4",
+		"PGCONNECT":                  "host=db user=app password=libpq-secret-5",
+		"NPM_CONFIG__AUTH":           "npm-auth-6",
+		"REPO_REMOTE":                "https://ghp-token-7@github.com/acme/app.git",
+		"WRAPPED":                    "Bearer sk-the-primary-key",
+		"UPSTREAM_OAUTH":             "oauth-8",
+	}
+	for name, value := range leaks {
+		t.Setenv(name, value)
+	}
+	t.Setenv("GIT_AUTHOR_NAME", "Visible Author")
+	t.Setenv("HTTP_PROXY", "http://proxy:3128")
 	h := newIdleHarness(t, heraldtest.StartBus(t))
 	deps := depsFor(h.bus.NC, h.bus.JS, t)
 	deps.Config.FallbackProviders = []config.Provider{{Model: "m", APIKeyEnv: "MY_LLM"}}
 	deps.Config.Primary.APIKey = "sk-the-primary-key"
+	deps.Config.Budgets.Webhook = config.BudgetWebhook{URL: "http://hooks", SecretEnv: "ALERTS_SIGNING", Secret: "webhook-secret-4"}
 	svc, err := New(h.cfg, deps)
 	require.NoError(t, err)
 	require.NoError(t, svc.Start(context.Background()))
 	t.Cleanup(func() { _ = svc.Shutdown(context.Background()) })
 
-	out := terminalOf(t, h.call("terminal", map[string]any{"command": "env"})).Output
-	for _, secret := range []string{"sk-fake-openai-123", "ghp_fake456", "herald-fake-789", "nats.creds", "hunter2", "OPENAI_API_KEY", "named-in-herald-yaml", "sk-the-primary-key"} {
-		require.NotContains(t, out, secret)
+	env := terminalOf(t, h.call("terminal", map[string]any{"command": "env"})).Output
+	program := h.call("execute_code", map[string]any{"code": "import os\nfor k, v in os.environ.items(): print(k + '=' + v)"})
+	require.Equal(t, "ok", program.GetStatus(), program.GetContent())
+	for _, out := range []string{env, program.GetContent()} {
+		for _, secret := range []string{"sk-fake-openai-123", "ghp_fake456", "herald-fake-789", "nats.creds", "hunter2", "OPENAI_API_KEY", "named-in-herald-yaml", "sk-the-primary-key"} {
+			require.NotContains(t, out, secret)
+		}
+		for name, value := range leaks {
+			require.NotContains(t, out, name+"=", "%s reached the command", name)
+			require.NotContains(t, out, value)
+		}
+		require.Contains(t, out, "HARMLESS_SETTING=visible")
+		require.Contains(t, out, "GIT_AUTHOR_NAME=Visible Author")
+		require.Contains(t, out, "HTTP_PROXY=http://proxy:3128")
+		require.Contains(t, out, "PATH=")
 	}
-	require.Contains(t, out, "HARMLESS_SETTING=visible")
-	require.Contains(t, out, "PATH=")
 }
 
 func TestTruncateHeadTail(t *testing.T) {
