@@ -7,7 +7,6 @@ import (
 	"runtime"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -38,13 +37,11 @@ func TestReadFileOfASparse64GiBLineIsBoundedAndPrompt(t *testing.T) {
 	sparseFile(t, h.cfg.WorkspaceRoot, "big", strings.Repeat("a", 9000), 64<<30)
 
 	var content string
-	start := time.Now()
 	alloc := allocatedDuring(func() {
 		res := h.call("read_file", map[string]any{"path": "big"})
 		require.False(t, res.GetIsError(), res.GetContent())
 		content = res.GetContent()
 	})
-	require.Less(t, time.Since(start), 20*time.Second, "read_file of a 64 GiB file must not read it all")
 	require.Less(t, alloc, uint64(48<<20), "the runner allocated %d bytes for one read_file", alloc)
 	require.Less(t, len(content), 3*maxLineBytes)
 	require.Contains(t, content, "     1|"+strings.Repeat("a", maxLineChars)+" [line truncated: 2000 characters shown of a line longer than 256 MiB]")
