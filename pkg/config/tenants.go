@@ -22,6 +22,10 @@ type TenantLimits struct {
 	// MaxConcurrentModelCalls caps the tenant's model calls in flight at
 	// once, across every gateway; a call beyond it waits its turn.
 	MaxConcurrentModelCalls int `yaml:"max_concurrent_model_calls"`
+	// Pools are the tool-runner pools the tenant's bound tasks may run
+	// their tools in, the first their default; a pool listed here is
+	// reserved to the tenants that list it (TenantPool).
+	Pools []string `yaml:"pools"`
 }
 
 // SessionLimit is the tenant's cap on sessions with a turn going (0: none):
@@ -50,6 +54,9 @@ type API struct {
 	// OverLimit is what a run beyond a concurrency limit gets: "queue" (the
 	// default: it waits its turn, in order) or "reject" (429 with Retry-After).
 	OverLimit string `yaml:"over_limit"`
+	// MaxQueuedRuns caps the runs of one tenant waiting in an api process
+	// (0 or unset: 1000); a run beyond it is refused with 429.
+	MaxQueuedRuns int `yaml:"max_queued_runs"`
 }
 
 // Over-limit policies of the api service.
@@ -87,6 +94,9 @@ func (c Config) validateTenants() []error {
 	case "", OverLimitQueue, OverLimitReject:
 	default:
 		errs = append(errs, fmt.Errorf("api.over_limit must be queue or reject, got %q", c.API.OverLimit))
+	}
+	if c.API.MaxQueuedRuns < 0 {
+		errs = append(errs, fmt.Errorf("api.max_queued_runs must not be negative, got %d", c.API.MaxQueuedRuns))
 	}
 	return errs
 }

@@ -3,6 +3,8 @@ package api
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -13,6 +15,18 @@ import (
 // and the service is configured to reject rather than queue it.
 var errOverLimit = errors.New("over the concurrency limit")
 
+// errQueueFull says a run would wait but its tenant already has as many
+// runs waiting as it may.
+var errQueueFull = errors.New("too many runs waiting")
+
+// DefaultMaxQueuedRuns is how many runs of one tenant may wait in a process
+// unless configured (api.max_queued_runs).
+const DefaultMaxQueuedRuns = 1000
+
+// admitTimeout bounds the round trips to the limits bucket of one admission
+// step (not the wait for the admission's lock).
+const admitTimeout = 10 * time.Second
+
 // ticket is what a run counts against: its key's and its tenant's limits.
 type ticket struct {
 	runID    string
@@ -21,13 +35,22 @@ type ticket struct {
 	tenant   string
 	// order places the run among those waiting (its arrival, Unix ns).
 	order int64
+	// resumed is a run a previous process had queued: already accepted, it
+	// is not held to the cap on waiting runs.
+	resumed bool
 }
 
-// waiter is a queued run; ready is closed when it is admitted.
+// waiter is a queued run. ready receives once: true when the run is
+// admitted, false when it is withdrawn, so whoever waits on it ends either
+// way.
 type waiter struct {
 	ticket
-	ready chan struct{}
+	ready chan bool
 	pos   int // the position it was last told
+}
+
+func newWaiter(t ticket, pos int) *waiter {
+	return &waiter{ticket: t, ready: make(chan bool, 1), pos: pos}
 }
 
 // retryEvery is how often queued runs ask again for room freed by another
@@ -43,11 +66,15 @@ const retryEvery = 200 * time.Millisecond
 type admission struct {
 	reject      bool
 	tenantLimit map[string]int
-	slots       *bus.Slots
+	// maxQueued caps each tenant's waiting runs (0: no cap).
+	maxQueued int
+	slots     *bus.Slots
 
 	mu     sync.Mutex
 	active map[string]ticket
 	queue  []*waiter
+	// waiting counts the queue's runs by tenant.
+	waiting map[string]int
 	// moved is told the runs whose queue position changed.
 	moved func(positions map[string]int)
 	// retry wakes the loop that offers freed room to the queue.
@@ -55,9 +82,9 @@ type admission struct {
 	started sync.Once
 }
 
-func newAdmission(reject bool, tenantLimit map[string]int, slots *bus.Slots) *admission {
-	return &admission{reject: reject, tenantLimit: tenantLimit, slots: slots, active: map[string]ticket{},
-		moved: func(map[string]int) {}, retry: make(chan struct{}, 1)}
+func newAdmission(reject bool, tenantLimit map[string]int, maxQueued int, slots *bus.Slots) *admission {
+	return &admission{reject: reject, tenantLimit: tenantLimit, maxQueued: maxQueued, slots: slots,
+		active: map[string]ticket{}, waiting: map[string]int{}, moved: func(map[string]int) {}, retry: make(chan struct{}, 1)}
 }
 
 // run offers freed room to queued runs until ctx ends.
@@ -82,29 +109,38 @@ func (a *admission) start(ctx context.Context) {
 }
 
 // admit takes a slot for t now (position 0), or queues it and returns its
-// position (1: next) and a channel closed when it gets its slot.
-func (a *admission) admit(t ticket) (int, <-chan struct{}, error) {
+// position (1: next) and the channel that says when it gets its slot or is
+// withdrawn. A refused run (errOverLimit, errQueueFull, or the limits bucket
+// failing) holds nothing.
+func (a *admission) admit(t ticket) (int, <-chan bool, error) {
 	if t.order == 0 {
 		t.order = time.Now().UnixNano()
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), admitTimeout)
+	defer cancel()
 	pos, err := a.try(ctx, t)
-	if err != nil {
-		return 0, nil, err
-	}
-	if pos == 0 {
+	switch {
+	case err != nil:
+		// it may hold its key's slot, the tenant's having failed; ctx may be spent
+		undo, cancel := context.WithTimeout(context.Background(), admitTimeout)
+		defer cancel()
+		a.forget(undo, t)
+		return 0, nil, fmt.Errorf("admit run %s: %w", t.runID, err)
+	case pos == 0:
 		a.active[t.runID] = t
 		return 0, nil, nil
-	}
-	if a.reject {
+	case a.reject:
 		a.forget(ctx, t)
 		return 0, nil, errOverLimit
+	case !t.resumed && a.maxQueued > 0 && a.waiting[t.tenant] >= a.maxQueued:
+		a.forget(ctx, t)
+		return 0, nil, errQueueFull
 	}
-	w := &waiter{ticket: t, ready: make(chan struct{}), pos: pos}
+	w := newWaiter(t, pos)
 	a.queue = append(a.queue, w)
+	a.waiting[t.tenant]++
 	return pos, w.ready, nil
 }
 
@@ -146,7 +182,7 @@ func (a *admission) release(runID string) {
 	if !ok {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), admitTimeout)
 	defer cancel()
 	a.forget(ctx, t)
 	select {
@@ -155,21 +191,31 @@ func (a *admission) release(runID string) {
 	}
 }
 
-// withdraw removes a queued run (cancelled before it started); it reports
-// whether the run was queued.
+// withdraw removes a queued run (cancelled before it started) and tells its
+// waiter; it reports whether the run was queued.
 func (a *admission) withdraw(runID string) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	for i, w := range a.queue {
-		if w.runID == runID {
-			a.queue = append(a.queue[:i], a.queue[i+1:]...)
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			a.forget(ctx, w.ticket)
-			return true
-		}
+	i := slices.IndexFunc(a.queue, func(w *waiter) bool { return w.runID == runID })
+	if i < 0 {
+		return false
 	}
-	return false
+	w := a.queue[i]
+	a.queue = slices.Delete(a.queue, i, i+1)
+	a.unwait(w, false)
+	ctx, cancel := context.WithTimeout(context.Background(), admitTimeout)
+	defer cancel()
+	a.forget(ctx, w.ticket)
+	return true
+}
+
+// unwait tells w's run it is admitted or withdrawn, and stops counting it
+// among its tenant's waiting runs. Called with a.mu held, once per waiter.
+func (a *admission) unwait(w *waiter, admitted bool) {
+	w.ready <- admitted
+	if a.waiting[w.tenant]--; a.waiting[w.tenant] <= 0 {
+		delete(a.waiting, w.tenant)
+	}
 }
 
 // admitWaiters asks again, in order, for every queued run, admits those
@@ -178,6 +224,8 @@ func (a *admission) withdraw(runID string) bool {
 func (a *admission) admitWaiters(ctx context.Context) map[string]int {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, admitTimeout)
+	defer cancel()
 	positions := map[string]int{}
 	kept := a.queue[:0]
 	for _, w := range a.queue {
@@ -187,7 +235,7 @@ func (a *admission) admitWaiters(ctx context.Context) map[string]int {
 			kept = append(kept, w) // asked again at the next turn
 		case pos == 0:
 			a.active[w.runID] = w.ticket
-			close(w.ready)
+			a.unwait(w, true)
 		default:
 			if pos != w.pos {
 				w.pos = pos

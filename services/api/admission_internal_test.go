@@ -18,7 +18,7 @@ import (
 func TestAdmissionHoldsItsLimitsUnderConcurrency(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	a := newAdmission(false, map[string]int{"acme": 3}, bus.NewSlots(heraldtest.StartBus(t).JS))
+	a := newAdmission(false, map[string]int{"acme": 3}, 0, bus.NewSlots(heraldtest.StartBus(t).JS))
 	a.start(ctx)
 	var mu sync.Mutex
 	holding := map[string]int{}
@@ -56,4 +56,25 @@ func TestAdmissionHoldsItsLimitsUnderConcurrency(t *testing.T) {
 		defer a.mu.Unlock()
 		return len(a.queue) == 0
 	}, 10*time.Second, 10*time.Millisecond, "no run is left waiting")
+}
+
+// TestWithdrawnWaiterIsToldAtOnce: whoever waits on a queued run learns it
+// was withdrawn (not admitted) when it is cancelled, instead of waiting
+// for a slot that will never come.
+func TestWithdrawnWaiterIsToldAtOnce(t *testing.T) {
+	a := newAdmission(false, map[string]int{"acme": 1}, 0, bus.NewSlots(heraldtest.StartBus(t).JS))
+	pos, _, err := a.admit(ticket{runID: "first", tenant: "acme"})
+	require.NoError(t, err)
+	require.Zero(t, pos)
+	pos, ready, err := a.admit(ticket{runID: "second", tenant: "acme"})
+	require.NoError(t, err)
+	require.Equal(t, 1, pos)
+	require.True(t, a.withdraw("second"))
+	select {
+	case admitted := <-ready:
+		require.False(t, admitted)
+	case <-time.After(5 * time.Second):
+		t.Fatal("the waiter of a withdrawn run is never told")
+	}
+	require.False(t, a.withdraw("second"), "withdrawn once")
 }

@@ -3,7 +3,10 @@ package api_test
 import (
 	"encoding/json"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -78,4 +81,42 @@ func TestAnInterruptNamingAnotherTaskLeavesTheTurnAlone(t *testing.T) {
 		proto.Interrupt{Reason: "yours", TaskID: next.RunID}))
 	st = waitRun(t, h, "", next.RunID)
 	require.Equal(t, "cancelled", st.Status)
+}
+
+// A run cancelled while it waited for its tenant's slot stays cancelled
+// when the api process is restarted: the new process does not queue it
+// again, so it never reaches the loop, even once the slot is free.
+func TestARunCancelledWhileQueuedStaysCancelledAcrossARestart(t *testing.T) {
+	s := startStack(t)
+	require.NoError(t, os.WriteFile(filepath.Join(s.dir, "herald.yaml"), []byte("tenants:\n  acme:\n    max_concurrent_runs: 1\n"), 0o600))
+	api := s.start(t, "serve", "api", "--listen", strings.TrimPrefix(s.URL, "http://"))
+	waitHTTP(t, s.URL)
+	// no loop yet: the first run holds acme's slot until one starts
+	first := startRun(t, s.instance, "", map[string]any{"prompt": "say: first", "tenant": "acme"})
+	require.Equal(t, "running", first.Status)
+	queued := startRun(t, s.instance, "", map[string]any{"prompt": "say: cancelled-marker", "tenant": "acme"})
+	require.Equal(t, "queued", queued.Status)
+	var st runState
+	r := call(t, "POST", s.URL+"/v1/runs/"+queued.RunID+"/cancel", "", nil, &st)
+	require.Equal(t, http.StatusOK, r.StatusCode)
+	require.Equal(t, "cancelled", st.Status)
+
+	require.NoError(t, api.Process.Signal(syscall.SIGINT))
+	_ = api.Wait()
+	s.serveAPI(t)
+	s.start(t, "serve", "loop", "gateway", "toolrunner")
+	require.Equal(t, "completed", waitRun(t, s.instance, "", first.RunID).Status)
+	// a run queued after the cancelled one starts after it would have
+	later := startRun(t, s.instance, "", map[string]any{"prompt": "say: later", "tenant": "acme"})
+	require.Equal(t, "completed", waitRun(t, s.instance, "", later.RunID).Status)
+
+	st = waitRun(t, s.instance, "", queued.RunID)
+	require.Equal(t, "cancelled", st.Status)
+	require.Equal(t, proto.ExitInterrupted, st.Result.ExitReason)
+	require.Equal(t, 2, s.model.Calls(), "the first and the later run asked the model, the cancelled one did not")
+	for _, req := range s.model.Requests() {
+		for _, m := range req.Messages {
+			require.NotContains(t, m.Text(), "cancelled-marker")
+		}
+	}
 }

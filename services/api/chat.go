@@ -68,7 +68,7 @@ func (req *chatRequest) validate() error {
 
 func (s *Service) chatCompletions(w http.ResponseWriter, r *http.Request, p principal) error {
 	ctx := r.Context()
-	body, err := readBody(r)
+	body, err := s.readBody(w, r)
 	if err != nil {
 		return err
 	}

@@ -1,9 +1,11 @@
 package api
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"net"
+	"time"
 
 	"github.com/heraldrun/herald/pkg/config"
 )
@@ -15,6 +17,13 @@ type Config struct {
 	Listen string
 	// OverLimit is config.OverLimitQueue or config.OverLimitReject.
 	OverLimit string
+	// MaxQueuedRuns caps each tenant's runs waiting in this process
+	// (0: DefaultMaxQueuedRuns).
+	MaxQueuedRuns int
+	// BodyTimeout bounds the reading of a request body (0:
+	// DefaultBodyTimeout); the headers have their own bound, and an event
+	// stream, which reads no body, none.
+	BodyTimeout time.Duration
 	// TenantRuns caps each named tenant's concurrent runs (0: no cap):
 	// its max_concurrent_runs or max_concurrent_sessions, the smaller.
 	TenantRuns map[string]int
@@ -28,8 +37,8 @@ type Config struct {
 
 // ConfigFrom reads the api service's settings from Herald's configuration.
 func ConfigFrom(c config.Config) Config {
-	cfg := Config{OverLimit: c.API.OverLimit, TenantRuns: map[string]int{}, DefaultTenant: c.Tenant,
-		AllowedHosts: c.Dashboard.AllowedHosts}
+	cfg := Config{OverLimit: c.API.OverLimit, MaxQueuedRuns: c.API.MaxQueuedRuns, TenantRuns: map[string]int{},
+		DefaultTenant: c.Tenant, AllowedHosts: c.Dashboard.AllowedHosts}
 	for name, l := range c.Tenants {
 		// a run is a session's turn: one limit with the loop's
 		cfg.TenantRuns[name] = l.SessionLimit()
@@ -39,6 +48,14 @@ func ConfigFrom(c config.Config) Config {
 	}
 	return cfg
 }
+
+// DefaultBodyTimeout is how long reading a request body may take unless
+// configured: a prompt's few hundred KiB even on a slow link.
+const DefaultBodyTimeout = 30 * time.Second
+
+func (c Config) maxQueuedRuns() int { return cmp.Or(c.MaxQueuedRuns, DefaultMaxQueuedRuns) }
+
+func (c Config) bodyTimeout() time.Duration { return cmp.Or(c.BodyTimeout, DefaultBodyTimeout) }
 
 // Validate fails fast on settings the service cannot work with.
 func (c Config) Validate() error {
@@ -50,6 +67,12 @@ func (c Config) Validate() error {
 		if _, _, err := net.SplitHostPort(c.Listen); err != nil {
 			errs = append(errs, fmt.Errorf("--listen %q: %w", c.Listen, err))
 		}
+	}
+	if c.MaxQueuedRuns < 0 {
+		errs = append(errs, fmt.Errorf("api.max_queued_runs must not be negative, got %d", c.MaxQueuedRuns))
+	}
+	if c.BodyTimeout < 0 {
+		errs = append(errs, fmt.Errorf("the request body timeout must not be negative, got %s", c.BodyTimeout))
 	}
 	for name, n := range c.TenantRuns {
 		if n < 0 {

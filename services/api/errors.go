@@ -69,11 +69,13 @@ type errorDetail struct {
 func (s *Service) writeError(w http.ResponseWriter, err error) {
 	var e *apiError
 	if !errors.As(err, &e) {
+		// the cause names buckets, keys and subjects: the log's, not the client's
 		s.log.Error().Err(err).Msg("api request failed")
 		e = &apiError{status: http.StatusInternalServerError, typ: typeServer, code: "internal_error",
 			message: "Herald could not complete the request; see the api service's log"}
 		if errors.Is(err, errUnavailable) {
-			e.status, e.code, e.message = http.StatusServiceUnavailable, "unavailable", err.Error()
+			e.status, e.code, e.message = http.StatusServiceUnavailable, "unavailable", errUnavailable.Error()
+			e.retryAfter = retryAfter
 		}
 	}
 	if e.retryAfter > 0 {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -161,7 +162,7 @@ func lastEventID(r *http.Request) (uint64, error) {
 		return 0, nil
 	}
 	n, err := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
-	if err != nil {
+	if err != nil || n == math.MaxUint64 { // no event has the last id: the one after it would wrap to the first
 		return 0, invalid("invalid_last_event_id", "Last-Event-ID must be the id of an event this stream sent (a number), got %q", v)
 	}
 	return n, nil

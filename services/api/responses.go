@@ -98,7 +98,7 @@ func (req *responsesRequest) conversation() (conversation, error) {
 
 func (s *Service) createResponse(w http.ResponseWriter, r *http.Request, p principal) error {
 	ctx := r.Context()
-	body, err := readBody(r)
+	body, err := s.readBody(w, r)
 	if err != nil {
 		return err
 	}

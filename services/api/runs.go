@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"slices"
 	"strings"
 	"time"
@@ -20,8 +21,12 @@ import (
 // maxBody bounds a request body: a prompt's own limit and room for the rest.
 const maxBody = proto.MaxPromptBytes + 64<<10
 
-// retryAfter is what a refused run is told to wait.
-const retryAfter = time.Second
+// retryAfter is what a run refused for its concurrency limit is told to
+// wait; queueFullRetryAfter is for one refused because too many wait.
+const (
+	retryAfter          = time.Second
+	queueFullRetryAfter = 10 * time.Second
+)
 
 func newID(prefix string) string {
 	b := make([]byte, 12)
@@ -41,7 +46,7 @@ type runView struct {
 }
 
 func (s *Service) createRun(w http.ResponseWriter, r *http.Request, p principal) error {
-	body, err := readBody(r)
+	body, err := s.readBody(w, r)
 	if err != nil {
 		return err
 	}
@@ -83,15 +88,21 @@ func (s *Service) startRun(ctx context.Context, p principal, rn *run) (int, erro
 		rn.Task.SessionID = newID("sess_")
 	}
 	rn.SessionID, rn.Task.TaskID, rn.CreatedAt = rn.Task.SessionID, rn.ID, time.Now().UTC()
-	if err := s.runs.claimSession(ctx, p, rn.SessionID, rn.Tenant, fresh); err != nil {
+	claimed, err := s.runs.claimSession(ctx, p, rn.SessionID, rn.Tenant, fresh)
+	if err != nil {
 		return 0, err
+	}
+	// a refusal from here on gives back the session this request claimed
+	unclaim := func() {
+		if claimed {
+			s.runs.unclaimSession(context.WithoutCancel(ctx), rn.SessionID)
+		}
 	}
 	t := ticket{runID: rn.ID, keyID: rn.KeyID, keyLimit: p.key.MaxConcurrent, tenant: rn.Tenant, order: rn.CreatedAt.UnixNano()}
 	pos, ready, err := s.adm.admit(t)
-	if errors.Is(err, errOverLimit) {
-		return 0, &apiError{status: http.StatusTooManyRequests, typ: typeRateLimit, code: "concurrency_limit_exceeded",
-			message:    fmt.Sprintf("tenant %q (or this key) already has as many runs going as it may; retry when one finishes", rn.Tenant),
-			retryAfter: retryAfter}
+	if err != nil {
+		unclaim()
+		return 0, s.admissionRefused(rn, err)
 	}
 	rn.Status = StatusRunning
 	if pos > 0 {
@@ -99,6 +110,7 @@ func (s *Service) startRun(ctx context.Context, p principal, rn *run) (int, erro
 	}
 	if err := s.runs.create(ctx, rn); err != nil {
 		s.unadmit(rn.ID)
+		unclaim()
 		return 0, err
 	}
 	if pos > 0 {
@@ -110,9 +122,26 @@ func (s *Service) startRun(ctx context.Context, p principal, rn *run) (int, erro
 	if err := s.publishTask(ctx, rn); err != nil {
 		s.unadmit(rn.ID)
 		s.runs.remove(context.WithoutCancel(ctx), rn.ID)
+		unclaim()
 		return 0, errors.Join(errUnavailable, err)
 	}
 	return 0, nil
+}
+
+// admissionRefused is what a client is told of a run admission refused.
+func (s *Service) admissionRefused(rn *run, err error) error {
+	switch {
+	case errors.Is(err, errOverLimit):
+		return &apiError{status: http.StatusTooManyRequests, typ: typeRateLimit, code: "concurrency_limit_exceeded",
+			message:    fmt.Sprintf("tenant %q (or this key) already has as many runs going as it may; retry when one finishes", rn.Tenant),
+			retryAfter: retryAfter}
+	case errors.Is(err, errQueueFull):
+		return &apiError{status: http.StatusTooManyRequests, typ: typeRateLimit, code: "queue_full",
+			message: fmt.Sprintf("tenant %q already has %d runs waiting for room (api.max_queued_runs); retry when some have started",
+				rn.Tenant, s.cfg.maxQueuedRuns()),
+			retryAfter: queueFullRetryAfter}
+	}
+	return errors.Join(errUnavailable, err)
 }
 
 func (s *Service) unadmit(id string) {
@@ -155,11 +184,15 @@ func (s *Service) publishTask(ctx context.Context, rn *run) error {
 	return bus.PublishJSON(ctx, s.deps.JS, subject, "task:"+rn.ID, rn.Task)
 }
 
-// await publishes a queued run's task once admission lets it start.
-func (s *Service) await(rn *run, ready <-chan struct{}) {
+// await publishes a queued run's task once admission lets it start; it
+// ends at once when the run is withdrawn (cancelled).
+func (s *Service) await(rn *run, ready <-chan bool) {
 	defer s.wg.Done()
 	select {
-	case <-ready:
+	case admitted := <-ready:
+		if !admitted {
+			return
+		}
 	case <-s.bg.Done():
 		s.unadmit(rn.ID)
 		return // shutting down: the run stays queued; the next Start picks it up
@@ -218,7 +251,8 @@ func (s *Service) requeue(ctx context.Context) {
 	var queued []*run
 	for key := range lister.Keys() {
 		rn, err := s.runs.get(ctx, principal{}, strings.TrimPrefix(key, "run."))
-		if err == nil && rn.Status == StatusQueued {
+		// a run cancelled while queued has its result, whatever its status
+		if err == nil && rn.Status == StatusQueued && rn.Result == nil {
 			queued = append(queued, rn)
 		}
 	}
@@ -230,14 +264,16 @@ func (s *Service) requeue(ctx context.Context) {
 				limit = k.MaxConcurrent
 			}
 		}
-		pos, ready, err := s.adm.admit(ticket{runID: rn.ID, keyID: rn.KeyID, keyLimit: limit, tenant: rn.Tenant, order: rn.CreatedAt.UnixNano()})
-		if err != nil { // reject mode: there is no queue to go back to
+		pos, ready, err := s.adm.admit(ticket{runID: rn.ID, keyID: rn.KeyID, keyLimit: limit, tenant: rn.Tenant,
+			order: rn.CreatedAt.UnixNano(), resumed: true})
+		if err != nil { // reject mode (there is no queue to go back to), or the bus failing
+			s.log.Warn().Err(err).Str("task_id", rn.ID).Msg("queued run not queued again")
 			continue
 		}
 		if pos == 0 {
-			closed := make(chan struct{})
-			close(closed)
-			ready = closed
+			admitted := make(chan bool, 1)
+			admitted <- true
+			ready = admitted
 		}
 		s.wg.Add(1)
 		go s.await(rn, ready)
@@ -276,7 +312,7 @@ func (s *Service) cancelRun(w http.ResponseWriter, r *http.Request, p principal)
 	if s.adm.withdraw(rn.ID) {
 		res = &proto.Result{SessionID: rn.SessionID, TaskID: rn.ID, ExitReason: proto.ExitInterrupted,
 			Error: "cancelled before it started"}
-		rn.Result = res
+		rn.Status, rn.Result = StatusCancelled, res // no longer queued: a restart does not start it
 		if err := s.runs.put(ctx, rn); err != nil {
 			return errors.Join(errUnavailable, err)
 		}
@@ -313,7 +349,7 @@ func (s *Service) inputRun(w http.ResponseWriter, r *http.Request, p principal) 
 	if err != nil {
 		return err
 	}
-	body, err := readBody(r)
+	body, err := s.readBody(w, r)
 	if err != nil {
 		return err
 	}
@@ -338,13 +374,28 @@ func (s *Service) inputRun(w http.ResponseWriter, r *http.Request, p principal) 
 	return nil
 }
 
-// readBody reads a request body up to maxBody.
-func readBody(r *http.Request) ([]byte, error) {
+// readBody reads a request body up to maxBody, within the body timeout: a
+// client that stops sending its body is cut off rather than holding the
+// connection. The deadline is lifted once the body is in, so a response
+// streamed on the connection (SSE) is not cut; after a failed read it
+// stays, and the connection is closed rather than drained.
+func (s *Service) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	rc := http.NewResponseController(w)
+	timeout := s.cfg.bodyTimeout()
+	_ = rc.SetReadDeadline(time.Now().Add(timeout)) // a writer that cannot (a test recorder) reads unbounded
 	data, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
-	if err != nil {
-		return nil, invalid("unreadable_body", "could not read the request body: %v", err)
+	if err != nil || len(data) > maxBody {
+		w.Header().Set("Connection", "close")
+	} else {
+		_ = rc.SetReadDeadline(time.Time{})
 	}
-	if len(data) > maxBody {
+	switch {
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return nil, &apiError{status: http.StatusRequestTimeout, typ: typeInvalidRequest, code: "request_timeout",
+			message: fmt.Sprintf("the request body did not arrive within %s", timeout)}
+	case err != nil:
+		return nil, invalid("unreadable_body", "could not read the request body: %v", err)
+	case len(data) > maxBody:
 		return nil, &apiError{status: http.StatusRequestEntityTooLarge, typ: typeInvalidRequest, code: "request_too_large",
 			message: fmt.Sprintf("the request body is over %d bytes", maxBody)}
 	}

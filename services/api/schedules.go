@@ -50,6 +50,9 @@ type Schedule struct {
 	// RecentFires are the last fires handled, newest last: a fire
 	// delivered again finds here what was decided for it.
 	RecentFires []Fire `json:"recent_fires,omitempty"`
+	// Disabled says why Herald paused the schedule itself (its key was
+	// revoked); resuming clears it.
+	Disabled string `json:"disabled,omitempty"`
 }
 
 // Fire is one fire of a schedule as handled: run (RunID) or missed.
@@ -301,7 +304,7 @@ func setPaused(ctx context.Context, js jetstream.JetStream, id string, paused bo
 		return err
 	}
 	_, err = updateSchedule(ctx, kv, id, func(cur *Schedule) error {
-		cur.Paused, cur.NextFire = paused, sc.NextFire
+		cur.Paused, cur.NextFire, cur.Disabled = paused, sc.NextFire, ""
 		if paused {
 			cur.NextFire = time.Time{}
 		}
@@ -401,6 +404,13 @@ func (s *Service) fire(m jetstream.Msg) error {
 			next = t.UTC()
 		}
 	}
+	p, err := s.scheduleOwner(ctx, id)
+	if errors.Is(err, ErrNoSuchSchedule) || errors.Is(err, errKeyRevoked) {
+		return nil // removed since, or stopped for good
+	}
+	if err != nil {
+		return err
+	}
 	sc, f, err := s.recordFire(ctx, id, at, next)
 	if errors.Is(err, ErrNoSuchSchedule) {
 		return nil // removed since
@@ -415,10 +425,6 @@ func (s *Service) fire(m jetstream.Msg) error {
 	}
 	task := proto.Task{Prompt: sc.Prompt, SessionID: fmt.Sprintf("sess_%s_%d", sc.ID, at.Unix()), Model: sc.Model,
 		MaxCostUSD: sc.MaxCostUSD, Tenant: sc.Tenant, Metadata: map[string]string{"schedule_id": sc.ID}, ScheduleID: sc.ID}
-	p := principal{}
-	if sc.KeyID != "" {
-		p.key = Key{ID: sc.KeyID, Tenant: sc.Tenant}
-	}
 	rn := &run{ID: f.RunID, Kind: kindSchedule, Task: task}
 	if _, err := s.startRun(ctx, p, rn); err != nil {
 		var e *apiError
@@ -429,6 +435,45 @@ func (s *Service) fire(m jetstream.Msg) error {
 	}
 	crashPoint("schedule-fire-started")
 	return nil
+}
+
+// errKeyRevoked says a schedule's key no longer exists.
+var errKeyRevoked = errors.New("the schedule's key was revoked")
+
+// scheduleOwner is who a fire of schedule id runs as: its key as it is now
+// (its tenant and its max_concurrent), or no key for a schedule made
+// without one. A schedule whose key was revoked is disabled, and
+// errKeyRevoked returned: it does not outlive its key.
+func (s *Service) scheduleOwner(ctx context.Context, id string) (principal, error) {
+	sc, err := getSchedule(ctx, s.runs.kv, id)
+	if err != nil || sc.KeyID == "" {
+		return principal{}, err
+	}
+	k, err := getKey(ctx, s.keys, sc.KeyID)
+	if errors.Is(err, ErrNoSuchKey) {
+		s.log.Warn().Str("schedule_id", id).Str("key_id", sc.KeyID).Msg("schedule's key revoked: fire dropped and schedule disabled")
+		if err := s.disableSchedule(ctx, id, fmt.Sprintf("its key %s was revoked", sc.KeyID)); err != nil {
+			return principal{}, err
+		}
+		return principal{}, errKeyRevoked
+	}
+	if err != nil {
+		return principal{}, err
+	}
+	return principal{key: k}, nil
+}
+
+// disableSchedule stops a schedule firing, saying why; resuming it arms it
+// again.
+func (s *Service) disableSchedule(ctx context.Context, id, why string) error {
+	if err := disarm(ctx, s.deps.JS, id); err != nil {
+		return err
+	}
+	_, err := updateSchedule(ctx, s.runs.kv, id, func(sc *Schedule) error {
+		sc.Paused, sc.NextFire, sc.Disabled = true, time.Time{}, why
+		return nil
+	})
+	return err
 }
 
 // resumeFire makes sure the task of a fire's run, recorded by a process

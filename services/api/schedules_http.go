@@ -22,7 +22,7 @@ type scheduleRequest struct {
 }
 
 func (s *Service) createSchedule(w http.ResponseWriter, r *http.Request, p principal) error {
-	body, err := readBody(r)
+	body, err := s.readBody(w, r)
 	if err != nil {
 		return err
 	}

@@ -26,6 +26,16 @@ const Name = "api"
 // covering a result whose core message this process missed.
 const sweepEvery = 2 * time.Second
 
+// Bounds of a connection the service serves itself (herald up serves the
+// api on the dashboard's server, with its own): its request headers, and
+// how long it may stay open between requests. A body's bound is
+// Config.BodyTimeout (readBody), set around the read alone, so that an
+// event stream's connection stays open.
+const (
+	readHeaderTimeout = 10 * time.Second
+	idleTimeout       = 2 * time.Minute
+)
+
 // Service is the api service.
 type Service struct {
 	cfg  Config
@@ -54,7 +64,7 @@ func New(cfg Config, deps service.Deps) (*Service, error) {
 		return nil, err
 	}
 	s := &Service{cfg: cfg, deps: deps, log: deps.Log.With().Str("service", Name).Logger(),
-		adm: newAdmission(cfg.OverLimit == config.OverLimitReject, cfg.TenantRuns, bus.NewSlots(deps.JS))}
+		adm: newAdmission(cfg.OverLimit == config.OverLimitReject, cfg.TenantRuns, cfg.maxQueuedRuns(), bus.NewSlots(deps.JS))}
 	s.adm.moved = s.announcePositions
 	s.routes()
 	return s, nil
@@ -122,7 +132,7 @@ func (s *Service) listen() error {
 		return fmt.Errorf("api: %w", err)
 	}
 	s.addr = ln.Addr().String()
-	s.srv = &http.Server{Handler: s.mux, ReadHeaderTimeout: 10 * time.Second}
+	s.srv = &http.Server{Handler: s.mux, ReadHeaderTimeout: readHeaderTimeout, IdleTimeout: idleTimeout}
 	go func() { _ = s.srv.Serve(ln) }()
 	s.log.Info().Str("address", "http://"+s.addr).Msg("api serving")
 	return nil

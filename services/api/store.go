@@ -108,38 +108,44 @@ func (st *store) get(ctx context.Context, p principal, id string) (*run, error) 
 
 // claimSession makes sid a session of tenant: a new session is recorded as
 // the tenant's; an existing one must already be. A keyed client can neither
-// reach another tenant's session nor one started outside the api.
-func (st *store) claimSession(ctx context.Context, p principal, sid, tenant string, fresh bool) error {
+// reach another tenant's session nor one started outside the api. It
+// reports whether it recorded the session (unclaimSession undoes that).
+func (st *store) claimSession(ctx context.Context, p principal, sid, tenant string, fresh bool) (bool, error) {
 	owner := sessionOwner{Tenant: tenant, Keyed: p.keyed()}
 	data, _ := json.Marshal(owner)
 	if fresh { // an id the api just made up: nobody can have it yet
 		if _, err := st.kv.Create(ctx, sessionKey(sid), data); err != nil {
-			return errors.Join(errUnavailable, err)
+			return false, errors.Join(errUnavailable, err)
 		}
-		return nil
+		return true, nil
 	}
 	e, err := st.kv.Get(ctx, sessionKey(sid))
 	switch {
 	case errors.Is(err, jetstream.ErrKeyNotFound):
 		if p.keyed() && st.sessionHasTurns(ctx, sid) {
-			return notFound("session", sid)
+			return false, notFound("session", sid)
 		}
 		_, err := st.kv.Create(ctx, sessionKey(sid), data)
 		if errors.Is(err, jetstream.ErrKeyExists) {
 			return st.claimSession(ctx, p, sid, tenant, false) // read back what won a race
 		}
 		if err != nil {
-			return errors.Join(errUnavailable, err)
+			return false, errors.Join(errUnavailable, err)
 		}
-		return nil
+		return true, nil
 	case err != nil:
-		return errors.Join(errUnavailable, err)
+		return false, errors.Join(errUnavailable, err)
 	}
 	var have sessionOwner
 	if json.Unmarshal(e.Value(), &have) != nil || have.Tenant != tenant || have.Keyed != p.keyed() {
-		return notFound("session", sid)
+		return false, notFound("session", sid)
 	}
-	return nil
+	return false, nil
+}
+
+// unclaimSession forgets a session recorded for a run that was refused.
+func (st *store) unclaimSession(ctx context.Context, sid string) {
+	_ = st.kv.Delete(ctx, sessionKey(sid))
 }
 
 // sessionHasTurns says whether sid already has a result: a session someone
