@@ -358,6 +358,7 @@ func (c Config) Validate() error {
 	check(c.Tenant == "" || proto.IsToken(c.Tenant), "tenant: %q is not a tenant name (letters, digits, '-' and '_', 1 to 128 of them)", c.Tenant)
 	errs = append(errs, c.Budgets.validate()...)
 	errs = append(errs, c.validateTenants()...)
+	errs = append(errs, c.validatePools()...)
 	errs = append(errs, c.validateLimits()...)
 	if err := c.Reasoning.Validate(); err != nil {
 		errs = append(errs, err)

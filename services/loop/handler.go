@@ -96,6 +96,10 @@ func (s *Service) startTurn(ctx context.Context, t *txn, task proto.Task, publis
 	if err := checkBinding(t.st, task); err != nil {
 		return bus.Permanent(err)
 	}
+	pool, err := s.turnPool(t.st, task)
+	if err != nil {
+		return bus.Permanent(err)
+	}
 	if t.st != nil && t.st.active() {
 		return errBusy
 	}
@@ -109,7 +113,7 @@ func (s *Service) startTurn(ctx context.Context, t *txn, task proto.Task, publis
 	st.Tenant = firstNonEmpty(task.Tenant, st.Tenant, s.cfg.Tenant)
 	st.BoundTenant = task.BoundTenant
 	st.Model = firstNonEmpty(task.Model, st.Model, s.cfg.Model)
-	st.Pool = firstNonEmpty(task.Pool, st.Pool, s.cfg.Pool)
+	st.Pool = pool
 	st.Workspace = firstNonEmpty(task.Workspace, st.Workspace)
 	st.ParentSessionID = firstNonEmpty(task.ParentSessionID, st.ParentSessionID)
 	st.ParentCallID = firstNonEmpty(task.Metadata[parentCallKey], st.ParentCallID)

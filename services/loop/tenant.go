@@ -95,6 +95,33 @@ func checkBinding(st *State, task proto.Task) error {
 	return fmt.Errorf("%w: session %s belongs to another tenant", proto.ErrInvalidTask, st.SessionID)
 }
 
+// turnPool is the pool the turn's tools run in: the one the task names, or
+// the session's, or the loop's. A tenant-bound task runs only in a pool its
+// tenant may use (config.TenantPool): one it names outside them is refused;
+// its session's, if the tenant's pools changed since, gives way to the
+// tenant's default. An unbound task's publisher is the operator's, trusted
+// with any pool.
+func (s *Service) turnPool(st *State, task proto.Task) (string, error) {
+	var last string
+	if st != nil {
+		last = st.Pool
+	}
+	if task.BoundTenant == "" {
+		return firstNonEmpty(task.Pool, last, s.cfg.Pool), nil
+	}
+	cfg := s.deps.Config
+	if task.Pool == "" && last != "" {
+		if pool, err := cfg.TenantPool(task.BoundTenant, last, s.cfg.Pool); err == nil {
+			return pool, nil
+		}
+	}
+	pool, err := cfg.TenantPool(task.BoundTenant, task.Pool, s.cfg.Pool)
+	if err != nil {
+		return "", fmt.Errorf("%w: %v", proto.ErrInvalidTask, err)
+	}
+	return pool, nil
+}
+
 // toolWorkspace is the folder, under the tool runner's root, the session's
 // tools work in: tenants/<tenant>/<workspace> for a tenant-bound session.
 func (st *State) toolWorkspace() string {

@@ -14,6 +14,7 @@ import (
 	"github.com/heraldrun/herald/pkg/heraldtest"
 	"github.com/heraldrun/herald/pkg/scripted"
 	"github.com/heraldrun/herald/proto"
+	"github.com/heraldrun/herald/services/herald/internal/app"
 	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/require"
 )
@@ -252,4 +253,53 @@ func TestTenantInterruptsAndAnswersOnlyItsOwnSessions(t *testing.T) {
 	require.NoError(t, h.NC.Publish(bus.TenantSessionInterrupt("acme", long.SessionID), []byte(`{}`)))
 	require.Equal(t, proto.ExitInterrupted, h.WaitResult(long, 5*time.Second).ExitReason)
 	require.Less(t, time.Since(start), time.Second)
+}
+
+// A tenant with pools runs its tools only in them, by default in the first;
+// a pool one tenant lists is closed to the others. Forged pools are
+// dead-lettered with the reason and never reach a model or a runner.
+func TestTenantPoolsKeepEachTenantsToolsInItsOwnPools(t *testing.T) {
+	h := Start(t, byPrompt(map[string]scripted.Script{
+		"acme": scripted.Conversation(scripted.Tool("terminal", `{"command":"echo acme > note.txt"}`), scripted.Text("noted")),
+	}), WithConfig(func(c *config.Config) {
+		c.Tenants = map[string]config.TenantLimits{"acme": {Pools: []string{"acme-pool"}}}
+	}), func(_ *config.Config, o *app.Options) { o.Pool = "acme-pool" }) // the only runner serves acme's pool
+
+	calls := make(chan *nats.Msg, 16)
+	sub, err := h.NC.ChanSubscribe(bus.ToolCall("acme-pool", "*"), calls)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+
+	owned := NewTask("acme: write a note")
+	owned.Workspace = "proj"
+	h.submitOn(bus.TenantTasks("acme"), owned)
+	res := h.WaitResult(owned, 60*time.Second)
+	require.Equal(t, proto.ExitTextResponse, res.ExitReason, res.FinalResponse)
+	require.Len(t, calls, 1, "acme's tool call went to its pool")
+	note, err := os.ReadFile(filepath.Join(h.Workspace, "tenants", "acme", "proj", "note.txt"))
+	require.NoError(t, err)
+	require.Equal(t, "acme\n", string(note))
+
+	intruder := NewTask("globex: run in acme's pool")
+	intruder.Pool = "acme-pool"
+	h.submitOn(bus.TenantTasks("globex"), intruder)
+	strayed := NewTask("acme: run in the shared pool")
+	strayed.Pool = bus.DefaultPool
+	h.submitOn(bus.TenantTasks("acme"), strayed)
+
+	reasons := map[string]string{}
+	require.Eventually(t, func() bool {
+		for _, m := range heraldtest.DeadLetters(t, h.JS, bus.StreamTasks) {
+			var task proto.Task
+			require.NoError(t, json.Unmarshal(m.Data, &task))
+			reasons[task.TaskID] = m.Header.Get(bus.HeaderError)
+		}
+		return len(reasons) == 2
+	}, 10*time.Second, 20*time.Millisecond)
+	require.Contains(t, reasons[intruder.TaskID], `pool "acme-pool" is reserved to tenant(s) [acme]`)
+	require.Contains(t, reasons[strayed.TaskID], `pool "default" is not one of tenant "acme"'s`)
+	for _, task := range []proto.Task{intruder, strayed} {
+		require.Empty(t, h.RequestsOf(task.Prompt), "a task in a forbidden pool reached the model")
+	}
+	require.Len(t, calls, 1, "no other call reached acme's pool")
 }
