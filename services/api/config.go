@@ -30,6 +30,10 @@ type Config struct {
 	// DefaultTenant is the tenant of a run started without a key and
 	// without a tenant in its body.
 	DefaultTenant string
+	// TenantPool says which tool-runner pool a tenant's task may run in
+	// (config.Config.TenantPool; nil: any): a keyed run naming a pool
+	// outside its tenant's is refused at the door, not dead-lettered later.
+	TenantPool func(tenant, named, fallback string) (string, error)
 	// AllowedHosts are the Host names beyond loopback a request may name
 	// while no key exists (dashboard.allowed_hosts).
 	AllowedHosts []string
@@ -38,7 +42,7 @@ type Config struct {
 // ConfigFrom reads the api service's settings from Herald's configuration.
 func ConfigFrom(c config.Config) Config {
 	cfg := Config{OverLimit: c.API.OverLimit, MaxQueuedRuns: c.API.MaxQueuedRuns, TenantRuns: map[string]int{},
-		DefaultTenant: c.Tenant, AllowedHosts: c.Dashboard.AllowedHosts}
+		DefaultTenant: c.Tenant, AllowedHosts: c.Dashboard.AllowedHosts, TenantPool: c.TenantPool}
 	for name, l := range c.Tenants {
 		// a run is a session's turn: one limit with the loop's
 		cfg.TenantRuns[name] = l.SessionLimit()

@@ -166,6 +166,11 @@ func (s *Service) bind(p principal, rn *run) error {
 	if task.Tenant != "" && task.Tenant != p.key.Tenant {
 		return forbidden("tenant_mismatch", "this key belongs to tenant %q; it cannot start work for tenant %q", p.key.Tenant, task.Tenant)
 	}
+	if task.Pool != "" && s.cfg.TenantPool != nil {
+		if _, err := s.cfg.TenantPool(p.key.Tenant, task.Pool, bus.DefaultPool); err != nil {
+			return forbidden("pool_forbidden", "%v", err)
+		}
+	}
 	task.Tenant, rn.Tenant, rn.Bound, rn.KeyID = p.key.Tenant, p.key.Tenant, true, p.key.ID
 	task.APIKeyID = p.key.ID
 	return nil
