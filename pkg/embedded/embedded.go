@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -37,6 +38,13 @@ type Server struct {
 
 // ErrNotReady is returned when the server does not accept clients in time.
 var ErrNotReady = errors.New("embedded nats server not ready")
+
+// ErrListen is returned when the server cannot listen on its address (in
+// use by another process, or not this machine's).
+var ErrListen = errors.New("nats server cannot listen")
+
+// readyWait bounds how long Start waits for the server to accept clients.
+const readyWait = 10 * time.Second
 
 // Start starts the server and waits until it accepts clients.
 func Start(o Options) (*Server, error) {
@@ -74,13 +82,34 @@ func Start(o Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("nats server: %w", err)
 	}
-	srv.SetLoggerV2(&logAdapter{log: o.Log.With().Str("component", "nats-server").Logger()}, false, false, false)
+	logs := &logAdapter{log: o.Log.With().Str("component", "nats-server").Logger(), fatal: make(chan string, 1)}
+	srv.SetLoggerV2(logs, false, false, false)
 	go srv.Start()
-	if !srv.ReadyForConnections(10 * time.Second) {
+	if err := waitReady(srv, logs.fatal); err != nil {
 		srv.Shutdown()
-		return nil, ErrNotReady
+		return nil, err
 	}
 	return &Server{srv: srv}, nil
+}
+
+// waitReady waits until srv accepts clients; a fatal error it logs (such as
+// its listener failing to bind) ends the wait at once.
+func waitReady(srv *server.Server, fatal <-chan string) error {
+	deadline := time.Now().Add(readyWait)
+	for time.Now().Before(deadline) {
+		if srv.ReadyForConnections(50 * time.Millisecond) {
+			return nil
+		}
+		select {
+		case msg := <-fatal:
+			if strings.HasPrefix(msg, "Error listening") {
+				return fmt.Errorf("%w: %s", ErrListen, msg)
+			}
+			return fmt.Errorf("nats server: %s", msg)
+		default:
+		}
+	}
+	return ErrNotReady
 }
 
 // ClientURL is the URL clients use; empty for an in-process-only server.
@@ -109,11 +138,25 @@ func (s *Server) Shutdown() {
 // NATS returns the underlying server, for tests that need to inspect it.
 func (s *Server) NATS() *server.Server { return s.srv }
 
-type logAdapter struct{ log zerolog.Logger }
+// logAdapter routes the server's logs into zerolog; its fatal errors are
+// also sent on fatal, which Start waits on (the first one is kept).
+type logAdapter struct {
+	log   zerolog.Logger
+	fatal chan string
+}
 
 func (l *logAdapter) Noticef(format string, v ...any) { l.log.Debug().Msgf(format, v...) }
 func (l *logAdapter) Warnf(format string, v ...any)   { l.log.Warn().Msgf(format, v...) }
-func (l *logAdapter) Fatalf(format string, v ...any)  { l.log.Error().Msgf(format, v...) }
-func (l *logAdapter) Errorf(format string, v ...any)  { l.log.Error().Msgf(format, v...) }
-func (l *logAdapter) Debugf(format string, v ...any)  { l.log.Trace().Msgf(format, v...) }
-func (l *logAdapter) Tracef(format string, v ...any)  { l.log.Trace().Msgf(format, v...) }
+
+func (l *logAdapter) Fatalf(format string, v ...any) {
+	msg := fmt.Sprintf(format, v...)
+	l.log.Error().Msg(msg)
+	select {
+	case l.fatal <- msg:
+	default:
+	}
+}
+
+func (l *logAdapter) Errorf(format string, v ...any) { l.log.Error().Msgf(format, v...) }
+func (l *logAdapter) Debugf(format string, v ...any) { l.log.Trace().Msgf(format, v...) }
+func (l *logAdapter) Tracef(format string, v ...any) { l.log.Trace().Msgf(format, v...) }

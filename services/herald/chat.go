@@ -161,18 +161,22 @@ func (c *chat) turn(ctx context.Context, prompt string) {
 	}
 	stop := make(chan struct{})
 	defer close(stop)
+	stopNow := make(chan struct{}) // a second Ctrl-C: stop waiting for the interrupted turn
 	go func() {
-		select {
-		case <-c.intr:
-			cancel()
-		case <-stop:
+		for _, end := range []func(){cancel, func() { close(stopNow) }} {
+			select {
+			case <-c.intr:
+				end()
+			case <-stop:
+				return
+			}
 		}
 	}()
 	f := c.flags
 	task := proto.Task{Prompt: prompt, SessionID: c.sid, TaskID: "t-" + uuid.NewString(), Model: c.model,
 		Tenant: c.cfg.Tenant, Workspace: f.workspace, Pool: f.pool, Yes: f.yes}
 	task.ReasoningEffort = f.reasoning
-	s := &stream{nc: c.rt.nc, js: c.rt.js, cio: c.cio, yes: f.yes, task: task, ask: c.ask}
+	s := &stream{nc: c.rt.nc, js: c.rt.js, cio: c.cio, yes: f.yes, task: task, ask: c.ask, stopNow: stopNow}
 	if c.paste != nil { // a terminal: a prompt the server closed can be ended
 		s.abortAsk = c.abortAsk
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -15,6 +16,7 @@ import (
 	"github.com/heraldrun/herald/services/accounting"
 	"github.com/heraldrun/herald/services/herald/internal/app"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
 )
 
 // demoModel is priced in the demo's configuration so the cost table shows
@@ -105,7 +107,7 @@ func runDemo(ctx context.Context, cfg config.Config, c common, cio cliIO, keep b
 		return err
 	}
 	fmt.Fprintln(cio.err, "Herald demo — a scripted model (no API key, no network) drives real services over embedded NATS JetStream.")
-	ch, err := privateClickHouse(ctx, &cfg.ClickHouseDSN, dir, log)
+	ch, err := demoClickHouse(ctx, &cfg.ClickHouseDSN, dir, log)
 	if err != nil {
 		return err
 	}
@@ -138,12 +140,32 @@ func runDemo(ctx context.Context, cfg config.Config, c common, cio cliIO, keep b
 	if data, err := os.ReadFile(filepath.Join(cfg.Workspace, "hello.txt")); err == nil {
 		fmt.Fprintf(cio.out, "\nhello.txt in the workspace now holds:\n%s", data)
 	}
-	return printDemoCost(ctx, cfg.ClickHouseDSN, res, cio)
+	return printDemoCost(ctx, cfg.ClickHouseDSN, ch.l != nil, res, cio)
+}
+
+// demoClickHouse starts a ClickHouse of the demo's own under dir when no DSN
+// is set. Never the user's private one: that would keep the demo's made-up
+// costs with the user's, and recording a folder the demo deletes would send
+// every later herald cost and run to it.
+func demoClickHouse(ctx context.Context, dsn *string, dir string, log zerolog.Logger) (localCH, error) {
+	if *dsn != "" {
+		return localCH{}, nil
+	}
+	l, err := accounting.StartLocalClickHouse(ctx, filepath.Join(dir, "clickhouse"), log)
+	if errors.Is(err, accounting.ErrNoClickHouse) {
+		return localCH{}, nil
+	}
+	if err != nil {
+		return localCH{}, fmt.Errorf("the demo's ClickHouse: %w", err)
+	}
+	*dsn = l.DSN()
+	return localCH{l: l}, nil
 }
 
 // printDemoCost waits until every model call of the run is in ClickHouse,
-// then prints the cost table read back from it.
-func printDemoCost(ctx context.Context, dsn string, res proto.Result, cio cliIO) error {
+// then prints the cost table read back from it. own says the ClickHouse is
+// the demo's, gone with its data.
+func printDemoCost(ctx context.Context, dsn string, own bool, res proto.Result, cio cliIO) error {
 	if dsn == "" {
 		fmt.Fprintln(cio.out, "\nNo ClickHouse here (install clickhouse-server or set HERALD_CLICKHOUSE_DSN): usage events wait in the USAGE stream.")
 		return nil
@@ -153,7 +175,7 @@ func printDemoCost(ctx context.Context, dsn string, res proto.Result, cio cliIO)
 	for {
 		rep, err := accounting.QueryCost(ctx, dsn, q)
 		if err == nil && rep.Total.Calls >= uint64(res.APICalls) {
-			fmt.Fprintln(cio.out, "\nCost of this run, read back from ClickHouse (herald cost --by model):")
+			fmt.Fprintln(cio.out, demoCostTitle(own))
 			return rep.WriteTable(cio.out)
 		}
 		if time.Now().After(deadline) {
@@ -165,4 +187,12 @@ func printDemoCost(ctx context.Context, dsn string, res proto.Result, cio cliIO)
 		case <-time.After(250 * time.Millisecond):
 		}
 	}
+}
+
+func demoCostTitle(own bool) string {
+	if own {
+		return "\nCost of this run, read back from the demo's own ClickHouse " +
+			"(herald cost --by model prints this table for your own runs; the demo's costs stay out of it):"
+	}
+	return "\nCost of this run, read back from ClickHouse (herald cost --by model):"
 }

@@ -29,7 +29,7 @@ func serveMetrics(addr string, hosts []string, log zerolog.Logger) (func(), erro
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", telemetry.Handler())
 	guarded := httpguard.Hosts(mux, append(httpguard.ListenHosts(addr), hosts...)...)
-	srv := &http.Server{Handler: guarded, ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: guarded, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 	go func() { _ = srv.Serve(ln) }()
 	log.Info().Str("address", "http://"+ln.Addr().String()+"/metrics").Msg("metrics serving")
 	return func() {

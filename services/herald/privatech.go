@@ -122,10 +122,8 @@ func sharedClickHouse(ctx context.Context, dsn *string, dataDir string, log zero
 		return nil, accounting.ErrNoClickHouse
 	}
 	dir := filepath.Join(dataDir, "clickhouse")
-	if r := readCHRecord(); r.Dir != "" {
-		if _, err := os.Stat(r.Dir); err == nil {
-			dir = r.Dir
-		}
+	if r := readCHRecord(); dirExists(r.Dir) { // a deleted folder is not recreated: start fresh here
+		dir = r.Dir
 	}
 	abs, err := filepath.Abs(dir)
 	if err != nil {
@@ -188,12 +186,9 @@ func costStore(ctx context.Context, cfg config.Config, log zerolog.Logger) (dsn 
 	if running := runningPrivateCH(cfg.DataDir); running != "" {
 		return running, func() {}, nil
 	}
-	r := readCHRecord()
-	if r.Dir == "" {
-		return "", nil, errNoCostStore
-	}
-	if _, err := exec.LookPath("clickhouse-server"); err != nil {
-		return "", nil, fmt.Errorf("the private ClickHouse in %s needs clickhouse-server, which is not on PATH: %w", r.Dir, errNoCostStore)
+	r, err := recordedCH()
+	if err != nil {
+		return "", nil, err
 	}
 	l, err := accounting.StartLocalClickHouse(ctx, r.Dir, log)
 	if err != nil {
@@ -201,6 +196,38 @@ func costStore(ctx context.Context, cfg config.Config, log zerolog.Logger) (dsn 
 	}
 	writeCHRecord(chRecord{DSN: l.DSN(), Dir: r.Dir})
 	return l.DSN(), l.Stop, nil
+}
+
+// errNoCostsYet says clickhouse-server is installed and no private
+// ClickHouse has kept costs for this user yet.
+var errNoCostsYet = errors.New("no costs recorded yet: the first herald run or herald up starts a private ClickHouse " +
+	"(clickhouse-server is installed) and records it in " + chRecordPathShown() +
+	"; or set HERALD_CLICKHOUSE_DSN to read another ClickHouse")
+
+// recordedCH is the user's private ClickHouse to start for a query. A
+// recorded folder that no longer exists is never started empty in its
+// place (a query would find no database, and the next run would keep its
+// costs where they were lost once already).
+func recordedCH() (chRecord, error) {
+	r := readCHRecord()
+	_, lookErr := exec.LookPath("clickhouse-server")
+	switch {
+	case r.Dir == "" && lookErr == nil:
+		return r, errNoCostsYet
+	case r.Dir == "":
+		return r, errNoCostStore
+	case !dirExists(r.Dir):
+		return r, fmt.Errorf("the private ClickHouse recorded in %s kept its data in %s, which no longer exists: "+
+			"its costs are gone; the next herald run or herald up starts a fresh one under its data folder", chRecordPathShown(), r.Dir)
+	case lookErr != nil:
+		return r, fmt.Errorf("the private ClickHouse in %s needs clickhouse-server, which is not on PATH: %w", r.Dir, errNoCostStore)
+	}
+	return r, nil
+}
+
+func dirExists(path string) bool {
+	info, err := os.Stat(path)
+	return err == nil && info.IsDir()
 }
 
 // privateCHCheck is doctor's word where no ClickHouse runs but
@@ -211,7 +238,7 @@ func privateCHCheck() (check, bool) {
 		return check{}, false
 	}
 	detail := "clickhouse-server is installed; no private ClickHouse runs now: herald up and herald run start one"
-	if r := readCHRecord(); r.Dir != "" {
+	if r := readCHRecord(); dirExists(r.Dir) {
 		detail += " (its data: " + r.Dir + "; herald cost starts it to read)"
 	}
 	return check{Name: "clickhouse", Status: checkOK, Detail: detail}, true

@@ -93,7 +93,9 @@ func cmdRun(ctx context.Context, args []string, cio cliIO) int {
 		return exitUsage
 	}
 	log := f.logger(cio.err, "warn")
-	res, err := runTask(ctx, cfg, log, task, cio, f)
+	stops := watchStops()
+	defer stops.stop()
+	res, err := runTask(ctx, cfg, log, task, cio, f, stops.second)
 	if err != nil {
 		fmt.Fprintln(cio.err, "herald run:", err)
 		return exitFail
@@ -117,13 +119,16 @@ func flagExit(err error) int {
 
 // runTask submits task to the NATS at HERALD_NATS_URL, or, when none
 // answers, to a whole Herald started in this process for the task's length.
-// continueLast puts the task in the workspace's most recent session.
-func runTask(ctx context.Context, cfg config.Config, log zerolog.Logger, task proto.Task, cio cliIO, f runFlags) (proto.Result, error) {
+// continueLast puts the task in the workspace's most recent session;
+// stopNow (a second Ctrl-C) ends the wait for an interrupted turn, and an
+// in-process Herald's drain, at once.
+func runTask(ctx context.Context, cfg config.Config, log zerolog.Logger, task proto.Task, cio cliIO, f runFlags, stopNow <-chan struct{}) (proto.Result, error) {
 	jsonOut, yes, continueLast := f.json, f.yes, f.cont
 	rt, err := openRuntime(ctx, cfg, log)
 	if err != nil {
 		return proto.Result{}, err
 	}
+	rt.stopNow = stopNow
 	defer rt.close()
 	attachNotice(cio.err, rt, f)
 	if continueLast {
@@ -131,7 +136,7 @@ func runTask(ctx context.Context, cfg config.Config, log zerolog.Logger, task pr
 			return proto.Result{}, err
 		}
 	}
-	s := &stream{nc: rt.nc, js: rt.js, cio: cio, quiet: jsonOut, yes: yes, task: task}
+	s := &stream{nc: rt.nc, js: rt.js, cio: cio, quiet: jsonOut, yes: yes, task: task, stopNow: stopNow}
 	return s.run(ctx)
 }
 
@@ -148,6 +153,8 @@ type runtime struct {
 	holder *lockHolder
 	// stopCH stops the private ClickHouse this run started (privatech.go).
 	stopCH func()
+	// stopNow, when closed, cuts the in-process Herald's drain short.
+	stopNow <-chan struct{}
 }
 
 // openRuntime attaches to the Herald at HERALD_NATS_URL, else to the one
@@ -186,6 +193,10 @@ func openRuntime(ctx context.Context, cfg config.Config, log zerolog.Logger) (*r
 		return nil, err
 	}
 	if rt.app == nil {
+		if err := heraldListens(ctx, rt.js, rt.url); err != nil {
+			rt.close()
+			return nil, err
+		}
 		if err := remoteReady(ctx, cfg, rt.js, log); err != nil {
 			rt.close()
 			return nil, fmt.Errorf("NATS at %s has no usable JetStream: %w", app.RedactURL(cfg.NATSURL), err)
@@ -202,6 +213,13 @@ const runDrain = 5 * time.Second
 func (rt *runtime) close() {
 	if rt.app != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), runDrain)
+		go func() {
+			select {
+			case <-rt.stopNow:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
 		rt.app.Shutdown(ctx)
 		cancel()
 		rt.stopCH()
@@ -227,6 +245,54 @@ func lastSession(ctx context.Context, js jetstream.JetStream, workspace string) 
 		}
 	}
 	return "", errNothingToContinue
+}
+
+// loopTasksConsumer is the loop's durable consumer of tasks
+// (services/loop/service.go): where it is missing, no Herald runs a task.
+const loopTasksConsumer = "loop-tasks"
+
+// loopWait is how long a server is given for a Herald that starts with the
+// command (herald up in another terminal) to declare its loop.
+const loopWait = 3 * time.Second
+
+// errNoHerald says the NATS that answered has no Herald loop to run a task.
+var errNoHerald = errors.New("no Herald runs there")
+
+// heraldListens checks that a Herald loop takes tasks on the server before
+// anything is declared or published there: a task sent to some other NATS
+// would wait for its result forever. A user not allowed to look (a cluster's
+// restricted client, whose request goes unanswered) cannot tell, and goes
+// on as before after a second.
+func heraldListens(ctx context.Context, js jetstream.JetStream, url string) error {
+	ctx, cancel := context.WithTimeout(ctx, loopWait)
+	defer cancel()
+	for {
+		actx, acancel := context.WithTimeout(ctx, time.Second)
+		_, err := js.Consumer(actx, bus.StreamTasks, loopTasksConsumer)
+		acancel()
+		switch {
+		case err == nil:
+			return nil
+		case !errors.Is(err, jetstream.ErrStreamNotFound) && !errors.Is(err, jetstream.ErrConsumerNotFound):
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return noHeraldError(url, err)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// noHeraldError says what the server at url lacks, and what to do.
+func noHeraldError(url string, err error) error {
+	found := "no stream " + bus.StreamTasks + " (no Herald has run on it)"
+	if errors.Is(err, jetstream.ErrConsumerNotFound) {
+		found = "stream " + bus.StreamTasks + " but not the loop's consumer " + loopTasksConsumer + " (no herald up or herald serve loop has run on it)"
+	}
+	return fmt.Errorf("the NATS at %s answers, but %w: it has %s. Start Herald on it (herald up, or herald serve loop gateway toolrunner), "+
+		"point HERALD_NATS_URL at the NATS your Herald uses, or at a free address (e.g. nats://127.0.0.1:4299) to run Herald in this process",
+		app.RedactURL(url), errNoHerald, found)
 }
 
 // remoteReady waits until a remote server has the streams a task and its

@@ -40,6 +40,9 @@ func cmdServe(ctx context.Context, args []string, cio cliIO) int {
 		Concurrency: *concurrency, Pool: *pool, ConnectTimeout: 30 * time.Second, SizeProcessors: true, APIListen: *apiListen})
 	if err != nil {
 		fmt.Fprintln(cio.err, "herald serve:", err)
+		if errors.Is(err, app.ErrUnknownService) {
+			return exitUsage
+		}
 		return exitFail
 	}
 	stopMetrics, err := serveMetrics(*metricsAddr, cfg.Dashboard.AllowedHosts, log)

@@ -43,6 +43,9 @@ func watchStops() *stopper {
 	return s
 }
 
+// stop ends the counting, for a command that ends without draining.
+func (s *stopper) stop() { signal.Stop(s.sigs) }
+
 // drain says what stopping waits for and returns the context the services'
 // shutdown gets: it ends after d, or at once on a second signal. What is
 // still running then is stopped; its messages are redelivered (a tool call
@@ -60,6 +63,6 @@ func (s *stopper) drain(w io.Writer, name string, d time.Duration) (context.Cont
 	}()
 	return ctx, func() {
 		cancel()
-		signal.Stop(s.sigs)
+		s.stop()
 	}
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -28,6 +29,9 @@ type stream struct {
 	ask func(prompt string) (string, bool)
 	// abortAsk ends a prompt of ask the server no longer waits for.
 	abortAsk func()
+	// stopNow, closed by a second Ctrl-C, ends the wait for an interrupted
+	// turn's result at once.
+	stopNow <-chan struct{}
 
 	answer     strings.Builder // text streamed in the current step
 	answerStep int             // the step answer's deltas belong to
@@ -38,6 +42,10 @@ type stream struct {
 	typed  chan typedAnswer
 	lines  chan typedLine // standard input, once a question read it
 }
+
+// errStoppedNow says a second Ctrl-C ended the wait for the interrupted
+// turn's result.
+var errStoppedNow = errors.New("stopped at once (Ctrl-C twice), without waiting for the interrupted turn's result")
 
 // interruptGrace is how long to wait for the interrupted turn's result.
 const interruptGrace = 15 * time.Second
@@ -73,6 +81,8 @@ func (s *stream) run(ctx context.Context) (proto.Result, error) {
 			deadline = time.After(interruptGrace)
 		case <-deadline:
 			return proto.Result{}, fmt.Errorf("interrupted, and no result arrived within %s", interruptGrace)
+		case <-s.stopNow:
+			return proto.Result{}, fmt.Errorf("%w: session %s was told to stop its turn", errStoppedNow, sid)
 		case m := <-events:
 			s.onEvent(s.payload(m))
 		case a := <-s.typed:

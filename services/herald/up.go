@@ -54,6 +54,10 @@ func cmdUp(ctx context.Context, args []string, cio cliIO) int {
 		return exitFail
 	}
 	defer lock.release()
+	if err := checkUpAddrs(*listen, *httpAddr); err != nil {
+		fmt.Fprintln(cio.err, "herald up:", err)
+		return exitFail
+	}
 	ch, err := privateClickHouse(ctx, &cfg.ClickHouseDSN, cfg.DataDir, log)
 	if err != nil {
 		fmt.Fprintln(cio.err, "herald up:", err)
@@ -63,7 +67,7 @@ func cmdUp(ctx context.Context, args []string, cio cliIO) int {
 	a, err := app.Start(ctx, app.Options{Config: cfg, StoreDir: filepath.Join(cfg.DataDir, "nats"), Listen: *listen,
 		NATSConfigFile: *natsConfig, Log: log, Instance: "up", Concurrency: *concurrency, SizeProcessors: true, API: *httpAddr != ""})
 	if err != nil {
-		fmt.Fprintln(cio.err, "herald up:", err)
+		fmt.Fprintln(cio.err, "herald up:", natsListenError(*listen, err))
 		return exitFail
 	}
 	defer func() { a.Shutdown(context.Background()) }() // at once when returning early; drained below
@@ -92,11 +96,19 @@ func cmdUp(ctx context.Context, args []string, cio cliIO) int {
 	return exitOK
 }
 
-type localCH struct{ l *accounting.LocalClickHouse }
+// localCH is the private ClickHouse of herald up: l when up started it,
+// else the relay to the one another herald process started.
+type localCH struct {
+	l     *accounting.LocalClickHouse
+	relay *chRelay
+}
 
 func (c localCH) stop() {
 	if c.l != nil {
 		c.l.Stop()
+	}
+	if c.relay != nil {
+		c.relay.close()
 	}
 }
 
@@ -114,8 +126,15 @@ func privateClickHouse(ctx context.Context, dsn *string, dataDir string, log zer
 	if err != nil {
 		return localCH{}, fmt.Errorf("private ClickHouse: %w", err)
 	}
+	c := localCH{l: l}
+	if l == nil { // another process's: it stops with that process
+		if c.relay, err = startCHRelay(*dsn, dataDir, log); err != nil {
+			return localCH{}, err
+		}
+		*dsn = c.relay.DSN(*dsn)
+	}
 	_ = os.WriteFile(filepath.Join(dataDir, dsnFile), []byte(*dsn), 0o600)
-	return localCH{l: l}, nil
+	return c, nil
 }
 
 // serveDashboard serves the cost dashboard; it refuses a non-loopback
@@ -141,7 +160,7 @@ func serveDashboard(addr, dsn, token string, hosts []string, transcripts account
 	if err != nil {
 		return nil, fmt.Errorf("dashboard: %w", err)
 	}
-	srv := &http.Server{Handler: withAPI(handler, api), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: withAPI(handler, api), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 	go func() { _ = srv.Serve(ln) }()
 	log.Info().Str("address", "http://"+ln.Addr().String()).Msg("dashboard serving")
 	return func() {

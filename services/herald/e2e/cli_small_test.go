@@ -120,3 +120,13 @@ func TestDemoDoesNotOfferToContinueDeletedData(t *testing.T) {
 	require.NotContains(t, out.String()+errOut.String(), "outside the workspace")
 	require.Regexp(t, regexp.MustCompile(`session demo-\S+ \(the demo's data is deleted when it ends; herald demo --keep keeps it\)`), errOut.String())
 }
+
+// A misspelt service is a usage error (exit 2) that names the known ones,
+// before any connection is tried.
+func TestServeUnknownServiceIsAUsageError(t *testing.T) {
+	start := time.Now()
+	out, code := runHerald(t, nil, "serve", "toolrunnr")
+	require.Equal(t, 2, code, out)
+	require.Contains(t, out, `herald serve: unknown service "toolrunnr" (known:`)
+	require.Less(t, time.Since(start), 10*time.Second)
+}
