@@ -97,7 +97,7 @@ func TestRunSecondCtrlCStopsAtOnce(t *testing.T) {
 	start := time.Now()
 	require.NoError(t, cmd.Process.Signal(os.Interrupt))
 	require.Equal(t, 1, exitCode(cmd.Wait()), errOut.String())
-	require.Less(t, time.Since(start), 5*time.Second)
+	require.Less(t, time.Since(start), 10*time.Second, "well inside the 15 s an interrupted turn is given")
 	require.Contains(t, errOut.String(), "herald run: stopped at once (Ctrl-C twice), without waiting for the interrupted turn's result")
 }
 
@@ -123,7 +123,7 @@ func TestChatSecondCtrlCStopsTheWait(t *testing.T) {
 	start := time.Now()
 	term.typeKeys("\x03")
 	term.waitFor("error: stopped at once (Ctrl-C twice)")
-	require.Less(t, time.Since(start), 5*time.Second)
+	require.Less(t, time.Since(start), 10*time.Second, "well inside the 15 s an interrupted turn is given")
 	require.True(t, term.running(), "Ctrl-C stops the turn, never the program")
 	term.typeKeys("/exit\r")
 	require.Equal(t, 0, term.exited())

@@ -31,7 +31,7 @@ func TestUpNamesATakenPort(t *testing.T) {
 			start := time.Now()
 			out, code := runHeraldIn(t, data, nil, append([]string{"up", "--data-dir", data}, tc.args...)...)
 			require.Equal(t, 1, code, out)
-			require.Less(t, time.Since(start), 5*time.Second, "no wait for a server that cannot start")
+			require.Less(t, time.Since(start), 8*time.Second, "no 10 s wait for a server that cannot start")
 			for _, w := range tc.want {
 				require.Contains(t, out, w)
 			}
