@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -216,4 +217,29 @@ func TestLastEventIDAtTheTopOfItsRangeIsRefused(t *testing.T) {
 	require.Equal(t, http.StatusBadRequest, resp.StatusCode)
 	body, _ := io.ReadAll(resp.Body)
 	require.Contains(t, string(body), "invalid_last_event_id")
+}
+
+// A session started on the bus (herald run, a task on herald.tasks) whose
+// first turn is still going has no result yet, only events: a key cannot
+// take it over by naming it, nor read its turn by naming its task id too.
+// A session id of the client's own choosing still starts a session.
+func TestAKeyCannotTakeOverASessionStartedOnTheBus(t *testing.T) {
+	h, js := apiOnBus(t, api.Config{})
+	_, key, err := api.CreateKey(ctxT(t, 10*time.Second), js, "acme", "k", 0)
+	require.NoError(t, err)
+
+	// the loop's first event of someone's turn, as it would publish it
+	victim := proto.Event{Type: proto.EventState, SessionID: "s-victim", TaskID: "t-victim", Step: 1}
+	data, err := json.Marshal(victim)
+	require.NoError(t, err)
+	_, err = js.Publish(ctxT(t, 10*time.Second), bus.SessionEvents(victim.SessionID), data)
+	require.NoError(t, err)
+
+	var e apiErr
+	resp := call(t, "POST", h.URL+"/v1/runs", key, map[string]any{"prompt": "hi", "session_id": victim.SessionID, "task_id": victim.TaskID}, &e)
+	require.Equal(t, http.StatusNotFound, resp.StatusCode, "a key took over a session started on the bus")
+	require.False(t, publishedTask(t, js, bus.TenantAPITasks("acme")), "nothing was started")
+
+	own := startRun(t, h, key, map[string]any{"prompt": "hi", "session_id": "s-mine"})
+	require.Equal(t, "s-mine", own.SessionID)
 }

@@ -122,8 +122,14 @@ func (st *store) claimSession(ctx context.Context, p principal, sid, tenant stri
 	e, err := st.kv.Get(ctx, sessionKey(sid))
 	switch {
 	case errors.Is(err, jetstream.ErrKeyNotFound):
-		if p.keyed() && st.sessionHasTurns(ctx, sid) {
-			return false, notFound("session", sid)
+		if p.keyed() {
+			started, err := st.startedOnTheBus(ctx, sid)
+			if err != nil {
+				return false, errors.Join(errUnavailable, err)
+			}
+			if started {
+				return false, notFound("session", sid)
+			}
 		}
 		_, err := st.kv.Create(ctx, sessionKey(sid), data)
 		if errors.Is(err, jetstream.ErrKeyExists) {
@@ -148,11 +154,23 @@ func (st *store) unclaimSession(ctx context.Context, sid string) {
 	_ = st.kv.Delete(ctx, sessionKey(sid))
 }
 
-// sessionHasTurns says whether sid already has a result: a session someone
-// started on the bus, not through this api.
-func (st *store) sessionHasTurns(ctx context.Context, sid string) bool {
-	_, err := bus.LastOnSubject(ctx, st.js, bus.StreamSessions, bus.SessionResult(sid))
-	return err == nil
+// startedOnTheBus says whether sid is a session someone started on the bus,
+// not through this api: it has a result, or events (EVENTS keeps a day of
+// them) of a first turn still going. A key must not take such a session
+// over: naming its task id as well, it would read that turn's events and
+// result as its own run's.
+func (st *store) startedOnTheBus(ctx context.Context, sid string) (bool, error) {
+	if _, err := bus.LastOnSubject(ctx, st.js, bus.StreamSessions, bus.SessionResult(sid)); err == nil {
+		return true, nil
+	}
+	cons, err := st.js.CreateConsumer(ctx, bus.StreamEvents, jetstream.ConsumerConfig{FilterSubject: bus.SessionEvents(sid),
+		AckPolicy: jetstream.AckNonePolicy, InactiveThreshold: time.Minute})
+	if err != nil {
+		return false, err
+	}
+	info := cons.CachedInfo()
+	_ = st.js.DeleteConsumer(ctx, bus.StreamEvents, info.Name)
+	return info.NumPending > 0, nil
 }
 
 // result finds the durable result of the run's task, if it has one.

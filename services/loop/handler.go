@@ -89,12 +89,14 @@ func (s *Service) handleTask(ctx context.Context, msg jetstream.Msg) error {
 // startTurn starts task's turn; isCancelled says whether an interrupt named
 // the task before it started.
 func (s *Service) startTurn(ctx context.Context, t *txn, task proto.Task, published time.Time, isCancelled func() bool) error {
+	// before the redelivery check: a task naming another's session and its
+	// task id is refused, not taken for that task delivered again
+	if err := checkBinding(t.st, task); err != nil {
+		return bus.Permanent(err)
+	}
 	if t.st != nil && t.st.TaskID == task.TaskID && t.st.Turn > 0 {
 		t.noop = true // a redelivered task that already started
 		return nil
-	}
-	if err := checkBinding(t.st, task); err != nil {
-		return bus.Permanent(err)
 	}
 	pool, err := s.turnPool(t.st, task)
 	if err != nil {

@@ -102,6 +102,9 @@ func TestTaskNamingAnotherTenantIsDeadLetteredAndNeverReachesAModel(t *testing.T
 	unbound := NewTask("reach into a tenant's folder")
 	unbound.Workspace = "tenants/acme"
 	h.submitOn(bus.TasksSubject, unbound)
+	replay := NewTask("globex: pass for acme's task delivered again")
+	replay.SessionID, replay.TaskID = owned.SessionID, owned.TaskID
+	h.submitOn(bus.TenantTasks("globex"), replay)
 	escape := NewTask("globex: climb out")
 	escape.Workspace = "../acme"
 	h.submitOn(bus.TenantTasks("globex"), escape)
@@ -118,7 +121,7 @@ func TestTaskNamingAnotherTenantIsDeadLetteredAndNeverReachesAModel(t *testing.T
 			require.NoError(t, json.Unmarshal(m.Data, &task))
 			reasons[task.TaskID] = m.Header.Get(bus.HeaderSubject) + " " + m.Header.Get(bus.HeaderError)
 		}
-		return len(reasons) == 4
+		return len(reasons) == 5
 	}, 10*time.Second, 20*time.Millisecond)
 	require.Contains(t, reasons[forged.TaskID], `herald.tasks.globex`)
 	require.Contains(t, reasons[forged.TaskID], `its body names tenant "acme"`)
@@ -126,7 +129,8 @@ func TestTaskNamingAnotherTenantIsDeadLetteredAndNeverReachesAModel(t *testing.T
 	require.True(t, strings.HasPrefix(reasons[unbound.TaskID], "herald.tasks "), reasons[unbound.TaskID])
 	require.Contains(t, reasons[unbound.TaskID], "tenants folder")
 	require.Contains(t, reasons[escape.TaskID], "without '..'")
-	for _, task := range []proto.Task{forged, hijack, unbound, escape} {
+	require.Contains(t, reasons[owned.TaskID], "belongs to another tenant", "the replay was refused, not taken for acme's task delivered again")
+	for _, task := range []proto.Task{forged, hijack, unbound, replay, escape} {
 		require.Empty(t, h.RequestsOf(task.Prompt), "a refused task reached the model")
 	}
 	require.Len(t, h.Transcript(owned.SessionID), 3, "acme's session was not continued by globex")
