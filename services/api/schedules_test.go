@@ -18,6 +18,7 @@ type listedSchedule struct {
 	LastRunID   string    `json:"last_run_id"`
 	LastSession string    `json:"last_session_id"`
 	LastOutcome string    `json:"last_outcome"`
+	Disabled    string    `json:"disabled"`
 }
 
 func schedules(t *testing.T, h *instance) map[string]listedSchedule {
