@@ -145,6 +145,10 @@ type Reply struct {
 	Signature string
 	// RedactedThinking adds an Anthropic redacted_thinking block with this data.
 	RedactedThinking string
+	// Done, when set, is called once the reply is answered (or the client
+	// gave up during its Delay): a script counting its own requests in
+	// flight counts the Delay as the model's time.
+	Done func()
 }
 
 // Text is a reply with content only.
@@ -282,6 +286,9 @@ func (s *Server) serve(api wireAPI) http.HandlerFunc {
 		}()
 
 		reply := script(req)
+		if reply.Done != nil {
+			defer reply.Done()
+		}
 		if reply.Delay > 0 {
 			select {
 			case <-time.After(reply.Delay):

@@ -173,11 +173,13 @@ func TestASlowBodyIsCutOffWhileAnEventStreamStaysOpen(t *testing.T) {
 	trickled := make(chan struct{})
 	go func() {
 		defer close(trickled)
-		for range 199 { // a byte every 50 ms: the body would take 10 s
+		pace := time.NewTicker(50 * time.Millisecond) // a byte a tick: the body would take 10 s
+		defer pace.Stop()
+		for range 199 {
 			if _, err := conn.Write([]byte(" ")); err != nil {
 				return
 			}
-			time.Sleep(50 * time.Millisecond)
+			<-pace.C
 		}
 	}()
 	start := time.Now()

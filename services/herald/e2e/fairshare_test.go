@@ -35,11 +35,12 @@ func (f *inFlight) script(prefix string, delay time.Duration) scripted.Script {
 		f.now++
 		f.most = max(f.most, f.now)
 		f.mu.Unlock()
-		time.Sleep(delay) // the model's latency, while it counts as in flight
-		f.mu.Lock()
-		f.now--
-		f.mu.Unlock()
-		return scripted.Text("done")
+		// in flight for the model's latency, until the answer is sent
+		return scripted.Reply{Content: "done", Delay: delay, Done: func() {
+			f.mu.Lock()
+			f.now--
+			f.mu.Unlock()
+		}}
 	}
 }
 
