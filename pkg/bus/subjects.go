@@ -55,6 +55,10 @@ const ProvidersPaused = "herald.providers.paused"
 // DefaultPool is the tool-runner pool of tasks that name none.
 const DefaultPool = "default"
 
+// LoopTasksConsumer is the loop's durable consumer of TASKS: where it is
+// missing, no Herald runs a task (herald run checks for it).
+const LoopTasksConsumer = "loop-tasks"
+
 // Tenant-bound tasks and sessions (issue 15): a task published on
 // herald.tasks.<tenant> belongs to that tenant, and its session's events and
 // results are also published under herald.tenant.<tenant>., so NATS

@@ -61,7 +61,7 @@ type poolLoad struct {
 
 // scannedStreams are the work streams whose messages name a tenant, with
 // the consumer that takes them (TOOL_CALLS: one per pool).
-var scannedStreams = map[string]string{bus.StreamTasks: "loop-tasks", bus.StreamLLMRequests: "gateway",
+var scannedStreams = map[string]string{bus.StreamTasks: bus.LoopTasksConsumer, bus.StreamLLMRequests: "gateway",
 	bus.StreamToolCalls: "", bus.StreamCompress: "compressor"}
 
 // capacityOptions: the tenant of work that names none, the messages read

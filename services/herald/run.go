@@ -247,10 +247,6 @@ func lastSession(ctx context.Context, js jetstream.JetStream, workspace string) 
 	return "", errNothingToContinue
 }
 
-// loopTasksConsumer is the loop's durable consumer of tasks
-// (services/loop/service.go): where it is missing, no Herald runs a task.
-const loopTasksConsumer = "loop-tasks"
-
 // loopWait is how long a server is given for a Herald that starts with the
 // command (herald up in another terminal) to declare its loop.
 const loopWait = 3 * time.Second
@@ -268,7 +264,7 @@ func heraldListens(ctx context.Context, js jetstream.JetStream, url string) erro
 	defer cancel()
 	for {
 		actx, acancel := context.WithTimeout(ctx, time.Second)
-		_, err := js.Consumer(actx, bus.StreamTasks, loopTasksConsumer)
+		_, err := js.Consumer(actx, bus.StreamTasks, bus.LoopTasksConsumer)
 		acancel()
 		switch {
 		case err == nil:
@@ -288,7 +284,7 @@ func heraldListens(ctx context.Context, js jetstream.JetStream, url string) erro
 func noHeraldError(url string, err error) error {
 	found := "no stream " + bus.StreamTasks + " (no Herald has run on it)"
 	if errors.Is(err, jetstream.ErrConsumerNotFound) {
-		found = "stream " + bus.StreamTasks + " but not the loop's consumer " + loopTasksConsumer + " (no herald up or herald serve loop has run on it)"
+		found = "stream " + bus.StreamTasks + " but not the loop's consumer " + bus.LoopTasksConsumer + " (no herald up or herald serve loop has run on it)"
 	}
 	return fmt.Errorf("the NATS at %s answers, but %w: it has %s. Start Herald on it (herald up, or herald serve loop gateway toolrunner), "+
 		"point HERALD_NATS_URL at the NATS your Herald uses, or at a free address (e.g. nats://127.0.0.1:4299) to run Herald in this process",

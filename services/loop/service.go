@@ -83,7 +83,7 @@ func (s *Service) Start(ctx context.Context) error {
 		spec bus.ConsumerSpec
 		h    bus.Handler
 	}{
-		{bus.ConsumerSpec{Stream: bus.StreamTasks, Durable: "loop-tasks", FilterSubjects: slices.Clone(bus.TaskSubjects),
+		{bus.ConsumerSpec{Stream: bus.StreamTasks, Durable: bus.LoopTasksConsumer, FilterSubjects: slices.Clone(bus.TaskSubjects),
 			MaxDeliver: 2000, RetryDelays: busyDelays, Waits: true,
 			// a tenant's tasks behind more than the window of another's
 			// are read past it (pkg/bus/peek.go), and so are its subtasks:
